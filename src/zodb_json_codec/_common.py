@@ -1,0 +1,298 @@
+"""Rules shared by both twins: errors, limits, marker shapes, base64 and number text.
+
+The mapping between pickled values and JSON markers is decided here once;
+the pure-Python twins (``_decode_py``, ``_encode_py``) and their Cython
+twins call these functions for everything that is not a hot loop.
+"""
+
+from __future__ import annotations
+
+import binascii
+import math
+import re
+import sys
+from typing import Any, Optional
+
+#: Values nested deeper than this are a ValueError in every direction.
+MAX_DEPTH = 1000
+
+#: The pure twin recurses once per nesting level (and the JSON writer a few
+#: frames more); make sure Python's own limit is never what stops a valid
+#: record.  Raising it is harmless: the codec itself stops at MAX_DEPTH.
+RECURSION_NEEDED = 4 * MAX_DEPTH + 500
+
+I64_MIN = -(1 << 63)
+I64_MAX = (1 << 63) - 1
+
+
+class CodecError(ValueError):
+    """Bad data: a pickle or JSON value the codec cannot read or write."""
+
+
+def ensure_recursion_limit() -> None:
+    if sys.getrecursionlimit() < RECURSION_NEEDED:
+        sys.setrecursionlimit(RECURSION_NEEDED)
+
+
+def bytes_argument(data: Any, name: str = "data") -> bytes:
+    """Accept bytes, bytearray and memoryview; anything else is a TypeError."""
+    if type(data) is bytes:
+        return data
+    if isinstance(data, (bytes, bytearray)):
+        return bytes(data)
+    if isinstance(data, memoryview):
+        return data.tobytes()
+    raise TypeError(f"argument '{name}': expected bytes, bytearray or memoryview, not {type(data).__name__}")
+
+
+# ---------------------------------------------------------------------------
+# base64 (RFC 4648 standard alphabet, canonical padding)
+# ---------------------------------------------------------------------------
+
+_B64_CANONICAL = re.compile(r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?\Z")
+
+
+def b64encode(raw: bytes) -> str:
+    return binascii.b2a_base64(raw, newline=False).decode("ascii")
+
+
+def b64decode(text: Any, what: str = "@b") -> bytes:
+    """Strict base64: the canonical spelling of some bytes, nothing else."""
+    if not isinstance(text, str):
+        raise CodecError(f"{what} must be a base64 string, not {type(text).__name__}")
+    if not _B64_CANONICAL.match(text):
+        raise CodecError(f"JSON error: base64 decode: invalid base64 in {what}: {text[:40]!r}")
+    raw = binascii.a2b_base64(text)
+    if b64encode(raw) != text:  # non-zero trailing bits
+        raise CodecError(f"JSON error: base64 decode: non-canonical base64 in {what}: {text[:40]!r}")
+    return raw
+
+
+# ---------------------------------------------------------------------------
+# Markers: one function decides what is a marker, for decoder and encoder.
+# ---------------------------------------------------------------------------
+
+_ANY = object
+
+# Single-key markers and the type their value must have to be one.
+_ONE_KEY: dict = {
+    "@t": list, "@b": str, "@bi": str, "@d": list, "@set": list, "@fset": list,
+    "@ref": _ANY, "@pkl": str, "@dt": str, "@date": str, "@time": str, "@td": list,
+    "@dec": str, "@uuid": str, "@cls": list, "@reduce": dict, "@newobj": dict,
+    "@inst": dict, "@ns": str, "@su": str, "@f": str,
+}
+
+# Multi-key shapes (as frozensets of keys) -> a name for the encoder.
+_MULTI_KEY = {
+    frozenset(("@cls", "@s")): "instance",
+    frozenset(("@cls", "@s", "@items")): "instance",
+    frozenset(("@cls", "@s", "@appends")): "instance",
+    frozenset(("@cls", "@s", "@items", "@appends")): "instance",
+    frozenset(("@dt", "@tz")): "@dt",
+    frozenset(("@time", "@tz")): "@time",
+    # Wrappers the reference writes inside states and reduce arguments; user
+    # dicts of these shapes are escaped so they can never be misread.
+    frozenset(("@args", "@state")): "wrapper",
+    frozenset(("@obj", "@state")): "wrapper",
+    frozenset(("@callable", "@args", "@state")): "wrapper",
+    frozenset(("@args", "@kwargs")): "wrapper",
+}
+
+# BTree state shapes, markers only as the state of a BTree-family object.
+_BTREE_KEYS = {
+    frozenset(("@kv",)): "@kv", frozenset(("@ks",)): "@ks",
+    frozenset(("@kv", "@next")): "@kv", frozenset(("@ks", "@next")): "@ks",
+    frozenset(("@children", "@first")): "@children",
+}
+
+# Prefixes of keys that stand for a key text PostgreSQL cannot store.
+ESCAPED_KEY_PREFIXES = ("@ns:", "@su:")
+
+
+def _is_cls_value(v: Any) -> bool:
+    return type(v) is list and len(v) == 2 and isinstance(v[0], str) and isinstance(v[1], str)
+
+
+def marker_kind(d: dict, btree: bool = False) -> Optional[str]:
+    """The marker a dict stands for, or None for a plain dict.
+
+    Decoder and encoder both call this: the decoder writes any user dict for
+    which it returns a kind in the ``@d`` pair form, so that the encoder,
+    which dispatches on it, reads every decoded dict back as what it was.
+    """
+    n = len(d)
+    if n == 0 or n > 4:
+        return None
+    if n == 1:
+        for key in d:
+            break
+        if type(key) is not str or key[:1] != "@":
+            return None
+        want = _ONE_KEY.get(key)
+        if want is None:
+            if btree and key in ("@kv", "@ks"):
+                return key if type(d[key]) is list else None
+            return None
+        value = d[key]
+        if want is _ANY:
+            return key
+        if key == "@cls":
+            return key if _is_cls_value(value) else None
+        return key if isinstance(value, want) else None
+    for key in d:
+        if type(key) is not str or key[:1] != "@":
+            return None
+    keys = frozenset(d)
+    kind = _MULTI_KEY.get(keys)
+    if kind == "instance":
+        return kind if _is_cls_value(d["@cls"]) else None
+    if kind in ("@dt", "@time"):
+        return kind if isinstance(d[kind], str) and isinstance(d["@tz"], dict) else None
+    if kind is None and btree:
+        return _BTREE_KEYS.get(keys)
+    return kind
+
+
+def unescape_key(key: str) -> Optional[str]:
+    """The key text an ``@ns:``/``@su:`` key stands for, or None if it is a plain key.
+
+    Only a key the decoder could have written counts: valid base64 of a text
+    that PostgreSQL could not store (one with U+0000, or a lone surrogate).
+    """
+    prefix = key[:4]
+    if prefix not in ESCAPED_KEY_PREFIXES:
+        return None
+    try:
+        raw = b64decode(key[4:], "key")
+        if prefix == "@ns:":
+            text = raw.decode("utf-8")
+            return text if "\x00" in text else None
+        text = raw.decode("utf-8", "surrogatepass")
+        return text if has_surrogate(text) else None
+    except (CodecError, UnicodeDecodeError):
+        return None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def has_surrogate(text: str) -> bool:
+    return _SURROGATE.search(text) is not None
+
+
+# ---------------------------------------------------------------------------
+# Numbers as text
+# ---------------------------------------------------------------------------
+
+def int_to_decimal(value: int) -> str:
+    """Decimal text of any int (str() refuses very long ones on new Pythons)."""
+    if value.bit_length() < 10000:
+        return str(value)
+    sign = "-" if value < 0 else ""
+    value = abs(value)
+    # Divide and conquer by powers of ten: fast enough and no digit limit.
+    chunk = 10 ** 1000
+    parts = []
+    while value:
+        value, low = divmod(value, chunk)
+        parts.append(low)
+    head = str(parts.pop())
+    return sign + head + "".join(str(p).zfill(1000) for p in reversed(parts))
+
+
+_DECIMAL_INT = re.compile(r"[+-]?[0-9]+\Z")
+
+
+def decimal_to_int(text: Any, what: str = "@bi") -> int:
+    if not isinstance(text, str) or not _DECIMAL_INT.match(text):
+        raise CodecError(f"JSON error: bigint parse: invalid {what} value {str(text)[:40]!r}")
+    if len(text) < 4000:
+        return int(text)
+    sign = -1 if text[0] == "-" else 1
+    digits = text.lstrip("+-")
+    value = 0
+    for i in range(0, len(digits), 1000):
+        piece = digits[i:i + 1000]
+        value = value * 10 ** len(piece) + int(piece)
+    return sign * value
+
+
+def float_marker(value: float) -> Optional[str]:
+    """The ``@f`` text of a float JSON in PostgreSQL cannot carry, else None."""
+    if value != value:
+        return "nan"
+    if value == math.inf:
+        return "inf"
+    if value == -math.inf:
+        return "-inf"
+    if value == 0.0 and math.copysign(1.0, value) < 0:
+        return "-0.0"
+    return None
+
+
+def float_from_marker(text: Any) -> float:
+    if text == "nan":
+        return math.nan
+    if text == "inf":
+        return math.inf
+    if text == "-inf":
+        return -math.inf
+    if text == "-0.0":
+        return -0.0
+    raise CodecError(f"@f must be 'nan', 'inf', '-inf' or '-0.0', not {str(text)[:40]!r}")
+
+
+def float_text(value: float, plus_exponent: bool, positional_integers: bool) -> str:
+    """A finite float spelled as the reference writes it (REFERENCE 3.5).
+
+    ``plus_exponent``: ``1e+16`` (pickle_to_json) rather than ``1e16``.
+    ``positional_integers``: integral floats that would need an exponent are
+    written out with ``.0`` so PostgreSQL keeps them floats (CONTRACT L4).
+    """
+    r = repr(value)
+    if "e" not in r:
+        # repr is positional exactly where the reference's layout is (1e-4 <= |x| < 1e16).
+        if r in ("inf", "-inf", "nan"):
+            raise CodecError(f"float {r} has no JSON spelling")
+        return r
+    mantissa, _, exp_text = r.partition("e")
+    sign = ""
+    if mantissa[0] == "-":
+        sign, mantissa = "-", mantissa[1:]
+    int_part, _, frac_part = mantissa.partition(".")
+    all_digits = int_part + frac_part
+    digits = all_digits.rstrip("0") or "0"
+    # k: decimal exponent of the last significant digit; kk: of the first, plus one.
+    k = int(exp_text) - len(frac_part) + (len(all_digits) - len(digits))
+    n = len(digits)
+    kk = n + k
+    if k >= 0 and (kk <= 16 or positional_integers):
+        return sign + digits + "0" * k + ".0"
+    if 0 < kk <= 16:
+        return sign + digits[:kk] + "." + digits[kk:]
+    if -5 < kk <= 0:
+        return sign + "0." + "0" * (-kk) + digits
+    exp = kk - 1
+    text = digits[0] + ("." + digits[1:] if n > 1 else "")
+    if exp >= 0 and plus_exponent:
+        return f"{sign}{text}e+{exp}"
+    return f"{sign}{text}e{exp}"
+
+
+# ---------------------------------------------------------------------------
+# BTrees (REFERENCE 6.1)
+# ---------------------------------------------------------------------------
+
+def btree_kind(module: str, name: str) -> Optional[tuple]:
+    """(is_tree, is_map) for a BTrees class, or None for any other class."""
+    if not module.startswith("BTrees.") or module == "BTrees.Length":
+        return None
+    if name.endswith("BTree"):
+        return (True, True)
+    if name.endswith("Bucket"):
+        return (False, True)
+    if name.endswith("TreeSet"):
+        return (True, False)
+    if name.endswith("Set"):
+        return (False, False)
+    return None

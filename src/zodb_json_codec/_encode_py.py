@@ -1,0 +1,569 @@
+"""Reference encoder (normative; ``_encode_c.pyx`` is its Cython twin): marker values -> pickle bytes.
+
+One walk over the value tree writing opcodes into a list of byte strings.
+Markers are recognised by ``_common.marker_kind`` (the decoder escapes any
+user dict it would misread), known types become calls described by
+``_known``.  Output is protocol 3 (what ZODB writes), without memo opcodes.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any, Callable, List
+
+from . import _known
+from ._common import (
+    MAX_DEPTH, CodecError, b64decode, btree_kind, decimal_to_int, ensure_recursion_limit,
+    float_from_marker, marker_kind, unescape_key,
+)
+
+ensure_recursion_limit()
+
+_PROTO3 = b"\x80\x03"
+_pack_I = struct.Struct("<I").pack
+_pack_i = struct.Struct("<i").pack
+_pack_H = struct.Struct("<H").pack
+_pack_d = struct.Struct(">d").pack
+
+_EMPTY_TUPLE, _TUPLE1, _TUPLE2, _TUPLE3 = b")", b"\x85", b"\x86", b"\x87"
+_MARK, _TUPLE, _APPENDS, _SETITEMS = b"(", b"t", b"e", b"u"
+_REDUCE, _NEWOBJ, _NEWOBJ_EX, _BUILD, _BINPERSID = b"R", b"\x81", b"\x92", b"b", b"Q"
+_SMALL_INTS = [b"K" + bytes((i,)) for i in range(256)]
+
+# Python 2 pickles build these by REDUCE; the reference wrote them as instances.
+_FUNCTIONS_NOT_CLASSES = {("copy_reg", "_reconstructor"), ("copyreg", "_reconstructor")}
+
+
+def _depth_error() -> CodecError:
+    return CodecError("invalid pickle data: maximum nesting depth exceeded")
+
+
+class _Writer:
+    """Writes one pickle body; ``expand_refs`` reads the compact @ref forms of decode_zodb_record."""
+
+    __slots__ = ("parts", "expand_refs")
+
+    def __init__(self, expand_refs: bool) -> None:
+        self.parts: List[bytes] = []
+        self.expand_refs = expand_refs
+
+    # -- scalars ---------------------------------------------------------------
+
+    def int(self, v: int) -> None:
+        ap = self.parts.append
+        if 0 <= v < 256:
+            ap(_SMALL_INTS[v])
+        elif 0 <= v < 65536:
+            ap(b"M" + _pack_H(v))
+        elif -2147483648 <= v <= 2147483647:
+            ap(b"J" + _pack_i(v))
+        else:
+            nbytes = (v.bit_length() >> 3) + 1
+            raw = v.to_bytes(nbytes, "little", signed=True)
+            if v < 0 and nbytes > 1 and raw[-1] == 0xFF and raw[-2] & 0x80:
+                raw = raw[:-1]
+            if len(raw) < 256:
+                ap(b"\x8a" + bytes((len(raw),)) + raw)
+            else:
+                ap(b"\x8b" + _pack_i(len(raw)) + raw)
+
+    def str(self, s: str) -> None:
+        raw = s.encode("utf-8", "surrogatepass")
+        self.parts.append(b"X" + _pack_I(len(raw)))
+        self.parts.append(raw)
+
+    def bytes(self, raw: bytes) -> None:
+        n = len(raw)
+        if n < 256:
+            self.parts.append(b"C" + bytes((n,)))
+        elif n < 1 << 32:
+            self.parts.append(b"B" + _pack_I(n))
+        else:
+            self.parts.append(b"\x8e" + n.to_bytes(8, "little"))
+        self.parts.append(raw)
+
+    def global_(self, module: Any, name: Any) -> None:
+        if type(module) is not str or type(name) is not str:
+            raise CodecError("invalid pickle data: @cls must be [module, name] strings")
+        if "\n" in module or "\n" in name:
+            raise CodecError("invalid pickle data: class module or name contains a newline")
+        self.parts.append(b"c" + module.encode("utf-8", "surrogatepass") + b"\n"
+                          + name.encode("utf-8", "surrogatepass") + b"\n")
+
+    # -- the walk ----------------------------------------------------------------
+
+    def value(self, v: Any, depth: int) -> None:
+        t = type(v)
+        if t is str:
+            raw = v.encode("utf-8", "surrogatepass")
+            self.parts.append(b"X" + _pack_I(len(raw)))
+            self.parts.append(raw)
+        elif t is dict:
+            if depth > MAX_DEPTH:
+                raise _depth_error()
+            self.dict(v, depth)
+        elif t is int:
+            self.int(v)
+        elif t is list:
+            if depth > MAX_DEPTH:
+                raise _depth_error()
+            ap = self.parts.append
+            ap(b"]")
+            if v:
+                ap(_MARK)
+                value = self.value
+                for x in v:
+                    value(x, depth + 1)
+                ap(_APPENDS)
+        elif t is float:
+            self.parts.append(b"G" + _pack_d(v))
+        elif v is None:
+            self.parts.append(b"N")
+        elif v is True:
+            self.parts.append(b"\x88")
+        elif v is False:
+            self.parts.append(b"\x89")
+        else:
+            if depth > MAX_DEPTH:
+                raise _depth_error()
+            self.native(v, depth)
+
+    def tuple(self, items: Any, depth: int) -> None:
+        n = len(items)
+        ap = self.parts.append
+        if n == 0:
+            ap(_EMPTY_TUPLE)
+            return
+        value = self.value
+        if n > 3:
+            ap(_MARK)
+        for x in items:
+            value(x, depth + 1)
+        ap(_TUPLE1 if n == 1 else _TUPLE2 if n == 2 else _TUPLE3 if n == 3 else _TUPLE)
+
+    def plain_dict(self, d: dict, depth: int) -> None:
+        ap = self.parts.append
+        ap(b"}")
+        if not d:
+            return
+        ap(_MARK)
+        value = self.value
+        for k, x in d.items():
+            if type(k) is str and k[:1] == "@":
+                original = unescape_key(k)
+                value(k if original is None else original, depth + 1)
+            else:
+                value(k, depth + 1)
+            value(x, depth + 1)
+        ap(_SETITEMS)
+
+    def dict(self, d: dict, depth: int) -> None:
+        kind = marker_kind(d) if len(d) <= 4 else None
+        if kind is None or kind == "wrapper":
+            self.plain_dict(d, depth)
+            return
+        handler = _MARKERS.get(kind)
+        handler(self, d, depth)
+
+    # -- markers -----------------------------------------------------------------
+
+    def call(self, call: Any, depth: int) -> None:
+        """A ``_known.Call``: callable, arguments tuple, REDUCE."""
+        if depth > MAX_DEPTH:
+            raise _depth_error()
+        callable_ = call.callable
+        if type(callable_) is _known.Global:
+            self.global_(callable_.module, callable_.name)
+        else:
+            self.call(callable_, depth + 1)
+        args = call.args
+        ap = self.parts.append
+        n = len(args)
+        if n > 3:
+            ap(_MARK)
+        for a in args:
+            self.call_arg(a, depth + 1)
+        ap(_EMPTY_TUPLE if n == 0 else _TUPLE1 if n == 1 else _TUPLE2 if n == 2 else
+           _TUPLE3 if n == 3 else _TUPLE)
+        ap(_REDUCE)
+
+    def call_arg(self, a: Any, depth: int) -> None:
+        t = type(a)
+        if t is _known.Call:
+            self.call(a, depth)
+        elif t is _known.Global:
+            self.global_(a.module, a.name)
+        else:
+            self.value(a, depth)
+
+    def ref(self, d: dict, depth: int) -> None:
+        v = d["@ref"]
+        if self.expand_refs:
+            if type(v) is str and _known.is_hex(v):
+                self.bytes(bytes.fromhex(v))
+                self.parts.append(b"N" + _TUPLE2 + _BINPERSID)
+                return
+            if type(v) is list and len(v) == 2 and type(v[0]) is str and type(v[1]) is str:
+                if not _known.is_hex(v[0]):
+                    raise CodecError(f"JSON error: hex decode: invalid oid {v[0][:40]!r}")
+                self.bytes(bytes.fromhex(v[0]))
+                module, _, name = v[1].rpartition(".")
+                self.global_(module, name)
+                self.parts.append(_TUPLE2 + _BINPERSID)
+                return
+        self.value(v, depth + 1)
+        self.parts.append(_BINPERSID)
+
+    def instance(self, d: dict, depth: int) -> None:
+        module, name = d["@cls"]
+        state = d["@s"]
+        args = None
+        if type(state) is dict and len(state) == 2 and "@args" in state and "@state" in state:
+            args, state = state["@args"], state["@state"]
+        self.global_(module, name)
+        if args is None:
+            self.parts.append(_EMPTY_TUPLE)
+        else:
+            self.value(args, depth + 1)
+        self.parts.append(_REDUCE if (module, name) in _FUNCTIONS_NOT_CLASSES else _NEWOBJ)
+        self.contents(d.get("@appends"), d.get("@items"), depth)
+        kind = btree_kind(module, name)
+        if kind is not None:
+            self.btree_state(state, kind[0], depth + 1)
+        else:
+            self.value(state, depth + 1)
+        self.parts.append(_BUILD)
+
+    def contents(self, appends: Any, items: Any, depth: int) -> None:
+        """List and dict subclass contents, written before the state as CPython does."""
+        ap = self.parts.append
+        if appends:
+            if type(appends) is not list:
+                raise CodecError("invalid pickle data: appends must be a list")
+            ap(_MARK)
+            for x in appends:
+                self.value(x, depth + 1)
+            ap(_APPENDS)
+        if items:
+            if type(items) is not list:
+                raise CodecError("invalid pickle data: items must be a list of [key, value] pairs")
+            ap(_MARK)
+            for pair in items:
+                if type(pair) is not list or len(pair) != 2:
+                    raise CodecError("invalid pickle data: items must be a list of [key, value] pairs")
+                self.value(pair[0], depth + 1)
+                self.value(pair[1], depth + 1)
+            ap(_SETITEMS)
+
+    def reduce(self, d: dict, depth: int) -> None:
+        inner = d["@reduce"] if "@reduce" in d else d["@newobj"]
+        newobj = "@newobj" in d
+        allowed = ("callable", "args", "kwargs", "state", "items", "appends") if newobj else \
+            ("callable", "args", "state", "items", "appends")
+        for key in inner:
+            if key not in allowed:
+                raise CodecError(f"invalid pickle data: unexpected key {key!r} in {'@newobj' if newobj else '@reduce'}")
+        if "callable" not in inner or "args" not in inner:
+            raise CodecError("invalid pickle data: @reduce needs callable and args")
+        args = inner["args"]
+        kwargs = inner.get("kwargs")
+        if not newobj and type(args) is dict and len(args) == 2 and "@args" in args and "@kwargs" in args:
+            newobj, args, kwargs = True, args["@args"], args["@kwargs"]  # the reference's NEWOBJ_EX
+        self.value(inner["callable"], depth + 1)
+        self.value(args, depth + 1)
+        if kwargs is not None:
+            self.value(kwargs, depth + 1)
+            self.parts.append(_NEWOBJ_EX)
+        else:
+            self.parts.append(_NEWOBJ if newobj else _REDUCE)
+        self.contents(inner.get("appends"), inner.get("items"), depth)
+        if "state" in inner:
+            self.value(inner["state"], depth + 1)
+            self.parts.append(_BUILD)
+
+    def inst(self, d: dict, depth: int) -> None:
+        inner = d["@inst"]
+        keys = set(inner)
+        if keys == {"@obj", "@state"}:
+            self.value(inner["@obj"], depth + 1)
+        elif keys == {"@callable", "@args", "@state"}:
+            self.value(inner["@callable"], depth + 1)
+            self.value(inner["@args"], depth + 1)
+            self.parts.append(_REDUCE)
+        else:
+            raise CodecError("invalid pickle data: @inst needs @obj/@state or @callable/@args/@state")
+        self.value(inner["@state"], depth + 1)
+        self.parts.append(_BUILD)
+
+    def btree_state(self, state: Any, is_tree: bool, depth: int) -> None:
+        kind = marker_kind(state, btree=True) if type(state) is dict else None
+        if kind == "@kv" or kind == "@ks":
+            ap = self.parts.append
+            if kind == "@kv":
+                flat: list = []
+                for pair in state["@kv"]:
+                    if type(pair) is not list or len(pair) != 2:
+                        raise CodecError("invalid pickle data: @kv pair must be [k, v]")
+                    flat.extend(pair)
+            else:
+                flat = state["@ks"]
+            self.tuple(flat, depth)
+            if is_tree:
+                if "@next" in state:
+                    raise CodecError("invalid pickle data: @next in the state of a BTree")
+                ap(_TUPLE1 * 3)
+            elif "@next" in state:
+                self.value(state["@next"], depth + 1)
+                ap(_TUPLE2)
+            else:
+                ap(_TUPLE1)
+        elif kind == "@children":
+            if not is_tree:
+                raise CodecError("invalid pickle data: @children in the state of a bucket")
+            self.tuple(state["@children"], depth)
+            self.value(state["@first"], depth + 1)
+            self.parts.append(_TUPLE2)
+        else:
+            self.value(state, depth)
+
+    # -- native Python values (CONTRACT L6) ---------------------------------------
+
+    def native(self, v: Any, depth: int) -> None:
+        t = type(v)
+        if t is tuple:
+            self.tuple(v, depth)
+        elif t is bytes:
+            self.bytes(v)
+        elif isinstance(v, str):
+            self.str(str(v))
+        elif isinstance(v, bool):
+            self.parts.append(b"\x88" if v else b"\x89")
+        elif isinstance(v, int):
+            self.int(int(v))
+        elif isinstance(v, float):
+            self.parts.append(b"G" + _pack_d(float(v)))
+        elif isinstance(v, dict):
+            self.dict(dict(v), depth)
+        elif isinstance(v, list):
+            self.value(list(v), depth)
+        elif isinstance(v, tuple):
+            self.tuple(tuple(v), depth)
+        elif isinstance(v, (bytes, memoryview)):
+            self.bytes(bytes(v))
+        elif t is bytearray:
+            self.call(_known.Call(_known.Global("builtins", "bytearray"), [bytes(v)]), depth)
+        elif t is set or t is frozenset:
+            self.call(_known.Call(_known.Global("builtins", "set" if t is set else "frozenset"), [list(v)]),
+                      depth)
+        else:
+            known = _known.native_call(v)
+            if known is None:
+                raise TypeError(f"cannot encode a value of type {t.__module__}.{t.__qualname__}")
+            if type(known) is tuple:
+                self.uuid(known[1])
+            else:
+                self.call(known, depth)
+
+    def uuid(self, value: int) -> None:
+        self.global_("uuid", "UUID")
+        self.parts.append(_EMPTY_TUPLE + _NEWOBJ + b"}X\x03\x00\x00\x00int")
+        self.int(value)
+        self.parts.append(b"s" + _BUILD)
+
+
+def _m_tuple(w: _Writer, d: dict, depth: int) -> None:
+    w.tuple(d["@t"], depth)
+
+
+def _m_bytes(w: _Writer, d: dict, depth: int) -> None:
+    w.bytes(b64decode(d["@b"], "@b"))
+
+
+def _m_pkl(w: _Writer, d: dict, depth: int) -> None:
+    w.bytes(b64decode(d["@pkl"], "@pkl"))  # nested: bytes, as the reference wrote it
+
+
+def _m_bigint(w: _Writer, d: dict, depth: int) -> None:
+    w.int(decimal_to_int(d["@bi"]))
+
+
+def _m_pairs(w: _Writer, d: dict, depth: int) -> None:
+    ap = w.parts.append
+    ap(b"}")
+    pairs = d["@d"]
+    if not pairs:
+        return
+    ap(_MARK)
+    for pair in pairs:
+        if type(pair) is not list or len(pair) != 2:
+            raise CodecError("invalid pickle data: @d items must be [key, value] pairs")
+        w.value(pair[0], depth + 1)
+        w.value(pair[1], depth + 1)
+    ap(_SETITEMS)
+
+
+def _m_set(w: _Writer, d: dict, depth: int) -> None:
+    if "@set" in d:
+        w.call(_known.Call(_known.Global("builtins", "set"), [d["@set"]]), depth)
+    else:
+        w.call(_known.Call(_known.Global("builtins", "frozenset"), [d["@fset"]]), depth)
+
+
+def _m_global(w: _Writer, d: dict, depth: int) -> None:
+    module, name = d["@cls"]
+    w.global_(module, name)
+
+
+def _m_dt(w: _Writer, d: dict, depth: int) -> None:
+    w.call(_known.datetime_call(d["@dt"], d.get("@tz")), depth)
+
+
+def _m_time(w: _Writer, d: dict, depth: int) -> None:
+    w.call(_known.time_call(d["@time"], d.get("@tz")), depth)
+
+
+def _m_date(w: _Writer, d: dict, depth: int) -> None:
+    w.call(_known.date_call(d["@date"]), depth)
+
+
+def _m_td(w: _Writer, d: dict, depth: int) -> None:
+    w.call(_known.timedelta_call(d["@td"]), depth)
+
+
+def _m_dec(w: _Writer, d: dict, depth: int) -> None:
+    w.call(_known.decimal_call(d["@dec"]), depth)
+
+
+def _m_uuid(w: _Writer, d: dict, depth: int) -> None:
+    w.uuid(_known.uuid_int(d["@uuid"]))
+
+
+def _m_ns(w: _Writer, d: dict, depth: int) -> None:
+    try:
+        w.str(b64decode(d["@ns"], "@ns").decode("utf-8"))
+    except UnicodeDecodeError:
+        raise CodecError("invalid pickle data: @ns is not UTF-8") from None
+
+
+def _m_su(w: _Writer, d: dict, depth: int) -> None:
+    try:
+        w.str(b64decode(d["@su"], "@su").decode("utf-8", "surrogatepass"))
+    except UnicodeDecodeError:
+        raise CodecError("invalid pickle data: @su is not UTF-8") from None
+
+
+def _m_float(w: _Writer, d: dict, depth: int) -> None:
+    w.parts.append(b"G" + _pack_d(float_from_marker(d["@f"])))
+
+
+_MARKERS: dict = {
+    "@t": _m_tuple, "@b": _m_bytes, "@bi": _m_bigint, "@d": _m_pairs, "@set": _m_set, "@fset": _m_set,
+    "@ref": _Writer.ref, "@pkl": _m_pkl, "@dt": _m_dt, "@date": _m_date, "@time": _m_time, "@td": _m_td,
+    "@dec": _m_dec, "@uuid": _m_uuid, "@cls": _m_global, "instance": _Writer.instance,
+    "@reduce": _Writer.reduce, "@newobj": _Writer.reduce, "@inst": _Writer.inst,
+    "@ns": _m_ns, "@su": _m_su, "@f": _m_float,
+}
+
+
+def _pickle(write: Callable[[_Writer], None], expand_refs: bool) -> bytes:
+    w = _Writer(expand_refs)
+    w.parts.append(_PROTO3)
+    try:
+        write(w)
+    except RecursionError:
+        raise _depth_error() from None
+    w.parts.append(b".")
+    return b"".join(w.parts)
+
+
+def _verbatim(value: Any) -> Any:
+    """The original pickle bytes of a top-level ``@pkl`` (CONTRACT L8), else None."""
+    if type(value) is dict and len(value) == 1 and "@pkl" in value and type(value["@pkl"]) is str:
+        return b64decode(value["@pkl"], "@pkl")
+    return None
+
+
+def encode_zodb_record(obj: Any) -> bytes:
+    """A ZODB record (class pickle + state pickle) from ``{"@cls": [module, name], "@s": state}``.
+
+    Raises TypeError for a non-dict argument or an unencodable Python value,
+    ValueError for malformed markers.
+    """
+    if not isinstance(obj, dict):
+        raise TypeError(f"argument 'obj': expected dict, not {type(obj).__name__}")
+    if "@cls" not in obj:
+        raise CodecError("invalid pickle data: missing @cls in ZODB record")
+    cls = obj["@cls"]
+    if not isinstance(cls, list):
+        raise CodecError("invalid pickle data: @cls must be a list")
+    if len(cls) != 2:
+        raise CodecError("invalid pickle data: @cls must be [module, name]")
+    module, name = cls
+    if not isinstance(module, str):
+        raise CodecError("invalid pickle data: @cls[0] must be a string")
+    if not isinstance(name, str):
+        raise CodecError("invalid pickle data: @cls[1] must be a string")
+    state = obj.get("@s")
+    verbatim = _verbatim(state)
+    if verbatim is not None:
+        return verbatim
+    args = None
+    if type(state) is dict and len(state) == 2 and "@args" in state and "@state" in state:
+        args, state = state["@args"], state["@state"]
+
+    def write_class(w: _Writer) -> None:
+        w.str(str(module))
+        w.str(str(name))
+        w.parts.append(_TUPLE2)
+        w.value(args, 1)
+        w.parts.append(_TUPLE2)
+
+    kind = btree_kind(module, name)
+
+    def write_state(w: _Writer) -> None:
+        if kind is not None:
+            w.btree_state(state, kind[0], 0)
+        else:
+            w.value(state, 0)
+
+    return _pickle(write_class, True) + _pickle(write_state, True)
+
+
+def dict_to_pickle(obj: Any) -> bytes:
+    """One pickle of a marker value tree (references in their verbose form).
+
+    Raises TypeError for a non-dict argument or an unencodable Python value,
+    ValueError for malformed markers.
+    """
+    if not isinstance(obj, dict):
+        raise TypeError(f"argument 'obj': expected dict, not {type(obj).__name__}")
+    verbatim = _verbatim(obj)
+    if verbatim is not None:
+        return verbatim
+    return _pickle(lambda w: w.value(obj, 0), False)
+
+
+def _no_constant(name: str) -> Any:
+    raise CodecError(f"JSON error: {name} is not valid JSON")
+
+
+def json_to_pickle(json_str: Any) -> bytes:
+    """One pickle of JSON text in the marker format (key order kept, numbers exact).
+
+    Raises TypeError for a non-str argument, ValueError for bad JSON or markers.
+    """
+    if not isinstance(json_str, str):
+        raise TypeError(f"argument 'json_str': expected str, not {type(json_str).__name__}")
+    try:
+        value = json.loads(json_str, parse_constant=_no_constant)
+    except CodecError:
+        raise
+    except json.JSONDecodeError as exc:
+        raise CodecError(f"JSON error: {exc}") from None
+    except RecursionError:
+        raise _depth_error() from None
+    verbatim = _verbatim(value)
+    if verbatim is not None:
+        return verbatim
+    return _pickle(lambda w: w.value(value, 0), False)
