@@ -1,0 +1,27 @@
+"""Convert ZODB records (class pickle + state pickle) to JSON and back."""
+
+from ._impl import (
+    IMPLEMENTATION,
+    decode_zodb_record,
+    decode_zodb_record_for_pg,
+    decode_zodb_record_for_pg_json,
+    dict_to_pickle,
+    encode_zodb_record,
+    json_to_pickle,
+    pickle_to_dict,
+    pickle_to_json,
+)
+from ._version import __version__
+
+__all__ = [
+    "IMPLEMENTATION",
+    "__version__",
+    "decode_zodb_record",
+    "decode_zodb_record_for_pg",
+    "decode_zodb_record_for_pg_json",
+    "dict_to_pickle",
+    "encode_zodb_record",
+    "json_to_pickle",
+    "pickle_to_dict",
+    "pickle_to_json",
+]

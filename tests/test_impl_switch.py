@@ -1,0 +1,191 @@
+"""Choosing the implementation: the PURE_PYTHON tri-state, warnings for broken builds, cheap imports."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import textwrap
+import types
+
+import pytest
+
+import zodb_json_codec
+from zodb_json_codec import _impl
+
+VARS = ("ZODB_JSON_CODEC_PURE_PYTHON", "PURE_PYTHON")
+COMPILED_BUILT = all(
+    importlib.util.find_spec(f"zodb_json_codec.{name}") is not None for name in _impl.TWINS["cython"]
+)
+
+# A meta path finder that makes the compiled modules look installed but broken
+# (as an extension built for another Python would be), or installed and
+# working for the decoder only (an incomplete build).
+FAKE_COMPILED = textwrap.dedent(
+    """
+    import importlib.abc, importlib.machinery, sys
+
+    class Fake(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+        def __init__(self, modules):
+            self.modules = modules
+        def find_spec(self, name, path, target=None):
+            if name in self.modules:
+                return importlib.machinery.ModuleSpec(name, self)
+            return None
+        def create_module(self, spec):
+            return None
+        def exec_module(self, module):
+            if self.modules[module.__name__] == "broken":
+                raise ImportError("undefined symbol: PyFake_Broken")
+            for name in ("decode_zodb_record", "decode_zodb_record_for_pg",
+                         "decode_zodb_record_for_pg_json", "pickle_to_dict", "pickle_to_json"):
+                setattr(module, name, lambda *a: None)
+
+    sys.meta_path.insert(0, Fake(MODULES))
+    """
+)
+
+
+def run(code: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run code in a fresh interpreter with only the given tri-state variables set."""
+    clean = {k: v for k, v in os.environ.items() if k not in VARS}
+    clean.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-W", "always", "-c", code], env=clean, capture_output=True, text=True, timeout=120
+    )
+
+
+def implementation(env: dict[str, str], prelude: str = "") -> subprocess.CompletedProcess:
+    return run(prelude + "\nimport zodb_json_codec\nprint(zodb_json_codec.IMPLEMENTATION)", env)
+
+
+@pytest.mark.parametrize(
+    "specific, generic, expected",
+    [
+        (None, None, _impl.AUTO),
+        ("", None, _impl.AUTO),
+        ("", "", _impl.AUTO),
+        ("0", None, _impl.COMPILED),
+        (" 0 ", None, _impl.COMPILED),
+        ("1", None, _impl.PURE),
+        ("true", None, _impl.PURE),
+        # "Anything else" means anything: the value is text, not a boolean.
+        ("false", None, _impl.PURE),
+        ("no", None, _impl.PURE),
+        ("00", None, _impl.PURE),
+        (None, "0", _impl.COMPILED),
+        (None, "1", _impl.PURE),
+        ("", "1", _impl.PURE),  # empty counts as unset, so PURE_PYTHON decides
+        ("1", "0", _impl.PURE),  # the package's own variable wins
+        ("0", "1", _impl.COMPILED),
+    ],
+)
+def test_requested_mode(monkeypatch, specific, generic, expected):
+    for name, value in zip(VARS, (specific, generic)):
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    assert _impl.requested_mode() == expected
+
+
+@pytest.mark.parametrize("value", [None, "", "0", "1"])
+def test_pypy_is_always_pure(monkeypatch, value):
+    fake = types.SimpleNamespace(**vars(sys.implementation))
+    fake.name = "pypy"
+    monkeypatch.setattr(sys, "implementation", fake)
+    monkeypatch.delenv("PURE_PYTHON", raising=False)
+    if value is None:
+        monkeypatch.delenv("ZODB_JSON_CODEC_PURE_PYTHON", raising=False)
+    else:
+        monkeypatch.setenv("ZODB_JSON_CODEC_PURE_PYTHON", value)
+    assert _impl.requested_mode() == _impl.PURE
+
+
+@pytest.mark.parametrize(
+    "env", [{"ZODB_JSON_CODEC_PURE_PYTHON": "1"}, {"PURE_PYTHON": "1"}, {"ZODB_JSON_CODEC_PURE_PYTHON": "yes", "PURE_PYTHON": "0"}]
+)
+def test_pure_mode_uses_python(env):
+    proc = implementation(env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "python"
+    assert "Warning" not in proc.stderr
+
+
+def test_default_uses_compiled_when_built():
+    proc = implementation({})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == ("cython" if COMPILED_BUILT else "python")
+    assert "Warning" not in proc.stderr  # a twin that is simply not built is no news
+
+
+def test_required_compiled():
+    proc = implementation({"ZODB_JSON_CODEC_PURE_PYTHON": "0"})
+    if COMPILED_BUILT:
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.strip() == "cython"
+    else:
+        assert proc.returncode != 0
+        assert "ModuleNotFoundError" in proc.stderr and "_decode_c" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "modules",
+    [
+        {"zodb_json_codec._decode_c": "broken"},
+        {"zodb_json_codec._decode_c": "broken", "zodb_json_codec._encode_c": "broken"},
+        # Built incompletely: the decoder imports, the encoder is missing.
+        {"zodb_json_codec._decode_c": "working"},
+    ],
+    ids=["decoder-broken", "both-broken", "encoder-missing"],
+)
+def test_broken_compiled_twin_warns_and_falls_back(modules):
+    prelude = f"MODULES = {modules!r}\n" + FAKE_COMPILED
+    if "zodb_json_codec._encode_c" not in modules and COMPILED_BUILT:
+        pytest.skip("the real encoder twin is built")
+    proc = implementation({}, prelude)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "python"
+    assert "RuntimeWarning" in proc.stderr
+    assert "compiled twin is installed but does not import" in proc.stderr
+
+
+def test_broken_compiled_twin_is_an_error_when_required():
+    prelude = "MODULES = {'zodb_json_codec._decode_c': 'broken'}\n" + FAKE_COMPILED
+    proc = implementation({"ZODB_JSON_CODEC_PURE_PYTHON": "0"}, prelude)
+    assert proc.returncode != 0
+    assert "ImportError: undefined symbol: PyFake_Broken" in proc.stderr
+
+
+def test_public_api():
+    assert set(zodb_json_codec.__all__) == {
+        "IMPLEMENTATION", "__version__", *_impl.DECODE_FUNCTIONS, *_impl.ENCODE_FUNCTIONS
+    }
+    assert zodb_json_codec.IMPLEMENTATION in ("python", "cython")
+    decode, encode = _impl.import_twin(zodb_json_codec.IMPLEMENTATION)
+    for name in _impl.DECODE_FUNCTIONS:
+        assert getattr(zodb_json_codec, name) is getattr(decode, name)
+    for name in _impl.ENCODE_FUNCTIONS:
+        assert getattr(zodb_json_codec, name) is getattr(encode, name)
+
+
+def test_version_matches_metadata():
+    from importlib import metadata
+
+    try:
+        installed = metadata.version("zodb-json-codec")
+    except metadata.PackageNotFoundError:
+        pytest.skip("zodb-json-codec is not installed (run from a source tree)")
+    assert installed == zodb_json_codec.__version__
+
+
+def test_imports_are_cheap():
+    """A Zope add-on may import the codec at start-up: nothing heavy comes with it, CLI included."""
+    proc = run(
+        "import sys, zodb_json_codec, zodb_json_codec.cli\n"
+        "heavy = ('ZODB', 'persistent', 'BTrees', 'transaction', 'zodbpickle', 'psycopg', 'zodb_json_codec._fidelity')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
