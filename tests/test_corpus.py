@@ -1,0 +1,121 @@
+"""The contract's three promises on every record of the public and wikipedia corpora, for each twin.
+
+1. nothing lost: decode -> encode gives the same objects, and so does the JSON
+   text after a real PostgreSQL jsonb column;
+2/3. same output as the reference codec wherever the reference kept the
+   record intact (dict, class names, PG JSON text; refs contain its refs);
+and refs contain every oid ZODB's own referencesf finds.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from ZODB.serialize import referencesf
+from ZODB.utils import u64
+
+from corpus import NAMES, faithful, record, vectors
+from pgjsonb import jsonb_texts
+from zodb_json_codec import _fidelity
+
+# Records whose original bytes the object-graph comparison itself cannot load:
+# both were assembled from two separately pickled protocol 4/5 pickles, so
+# with the memo ZODB shares between a record's two pickles, the state's memo
+# references point at the wrong objects (and the protocol 5 one rebuilds a
+# ZoneInfo through builtins.getattr, which the comparison does not call).
+# ZODB cannot load them either.  Checked below, not skipped silently.
+UNLOADABLE = {("public", "00000000000f462b"), ("public", "00000000000f462c")}
+
+# Records ZODB's referencesf cannot scan: Python 2 str that is not ASCII
+# (zodbpickle reads them as ASCII text) and protocols its noload refuses.
+ZODB_CANNOT_SCAN = UNLOADABLE | {("public", "00000000000f4628"), ("public", "00000000000f462a")}
+
+
+def _same(original: bytes, again: bytes) -> bool:
+    return _fidelity.same(_fidelity.load_record(original), _fidelity.load_record(again))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_same_as_reference_where_the_reference_is_right(impl, name):
+    rows = faithful(name)
+    assert rows, "the corpus copy lost its faithful rows"
+    for row in rows:
+        data = record(row)
+        mine = impl.decode_zodb_record(data)
+        assert json.dumps(mine, ensure_ascii=False) == row["dict"], row["oid"]
+        module, cls, state_json, refs = impl.decode_zodb_record_for_pg_json(data)
+        ref_module, ref_cls, ref_json, ref_refs = row["pg_json"]
+        assert (module, cls) == (ref_module, ref_cls), row["oid"]
+        assert state_json == ref_json, row["oid"]
+        assert set(ref_refs) <= set(refs), row["oid"]
+        assert type(refs) is list and all(type(r) is int for r in refs)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_dict_path_loses_nothing(impl, name):
+    lost = []
+    for row in vectors(name):
+        data = record(row)
+        again = impl.encode_zodb_record(impl.decode_zodb_record(data))
+        if (name, row["oid"]) in UNLOADABLE:
+            with pytest.raises(Exception):
+                _fidelity.load_record(data)
+            continue
+        if not _same(data, again):
+            lost.append(row["oid"])
+    assert lost == []
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_pg_dict_variant_matches_the_json_text(impl, name):
+    for row in vectors(name):
+        data = record(row)
+        module, cls, state, refs = impl.decode_zodb_record_for_pg(data)
+        j_module, j_cls, state_json, j_refs = impl.decode_zodb_record_for_pg_json(data)
+        assert (module, cls, refs) == (j_module, j_cls, j_refs)
+        assert json.loads(state_json) == json.loads(json.dumps(state)), row["oid"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_json_text_survives_postgresql_jsonb(impl, name, pg_dsn):
+    rows = vectors(name)
+    decoded = [impl.decode_zodb_record_for_pg_json(record(row)) for row in rows]
+    texts = jsonb_texts(pg_dsn, [d[2] for d in decoded])
+    assert len(texts) == len(rows)
+    lost = []
+    for row, (module, cls, _, _), text in zip(rows, decoded, texts):
+        data = record(row)
+        again = impl.encode_zodb_record({"@cls": [module, cls], "@s": json.loads(text)})
+        if (name, row["oid"]) in UNLOADABLE:
+            continue
+        if not _same(data, again):
+            lost.append(row["oid"])
+    assert lost == []
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_refs_contain_every_oid_zodb_finds(impl, name):
+    for row in vectors(name):
+        data = record(row)
+        _, _, _, refs = impl.decode_zodb_record_for_pg(data)
+        try:
+            want = {u64(oid) for oid in referencesf(data)}
+        except Exception:  # ZODB itself cannot read this record
+            assert (name, row["oid"]) in ZODB_CANNOT_SCAN
+            continue
+        assert want <= set(refs), row["oid"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_reencoding_is_idempotent(impl, name):
+    for row in vectors(name):
+        once = impl.encode_zodb_record(impl.decode_zodb_record(record(row)))
+        twice = impl.encode_zodb_record(impl.decode_zodb_record(once))
+        assert once == twice, row["oid"]
+
+
+def test_the_corpus_copy_is_complete():
+    assert len(vectors("public")) == 488
+    assert len(vectors("wikipedia")) == 1692
+    assert len(faithful("public")) == 455
