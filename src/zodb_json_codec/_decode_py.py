@@ -67,7 +67,7 @@ class _Context:
     """Per-call decoding state (no module-level mutable state: thread safe)."""
 
     __slots__ = ("compact", "memo", "objs", "dforms", "shared", "cyclic", "flags", "refs",
-                 "unrepresentable", "data")
+                 "unrepresentable", "uncallable", "data")
 
     def __init__(self, data: bytes, compact: bool) -> None:
         self.data = data
@@ -80,6 +80,7 @@ class _Context:
         self.flags = 0
         self.refs: List[int] = []
         self.unrepresentable = False
+        self.uncallable = False     # REDUCE/NEWOBJ of a value no unpickler could call
 
 
 def _err(msg: str, pos: int) -> CodecError:
@@ -184,7 +185,18 @@ def _render_obj(obj: _Obj, ctx: _Context) -> None:
     value.update(content)
 
 
+def _may_be_callable(ctx: _Context, value: Any) -> bool:
+    """A class, a reference, or an object built by the pickle: anything else cannot be called."""
+    if type(value) is not dict:
+        return False
+    if len(value) == 1 and ("@cls" in value or "@ref" in value or "@inst" in value):
+        return True
+    return _obj_of(ctx, value) is not None
+
+
 def _new_obj(ctx: _Context, kind: int, callable_: Any, args: Any, kwargs: Any = None) -> dict:
+    if not _may_be_callable(ctx, callable_):
+        ctx.uncallable = True
     value: dict = {}
     obj = _Obj(value, kind, callable_, args, kwargs)
     ctx.objs[id(value)] = obj
@@ -1013,12 +1025,20 @@ def _decode_record(data: Any, compact: bool = True) -> Tuple[str, str, Any, List
     try:
         klass, pos = _load(data, 0, ctx)
         class_refs = len(ctx.refs)
+        ctx.uncallable = False
         try:
             state, _ = _load(data, pos, ctx)
-        except CodecError as first:
-            state, fresh = _load_state_with_own_memo(data, pos, ctx, first)
-            fresh.refs[:0] = ctx.refs[:class_refs]
-            ctx = fresh
+            problem: Optional[CodecError] = None
+        except CodecError as exc:
+            problem = exc
+        if problem is not None or ctx.uncallable:
+            fresh = _load_state_with_own_memo(data, pos, ctx)
+            if fresh is not None:
+                class_ref_list = ctx.refs[:class_refs]
+                state, ctx = fresh
+                ctx.refs[:0] = class_ref_list
+            elif problem is not None:
+                raise problem
         module, name, args = _known.class_metadata(klass)
         if "\x00" in module or "\x00" in name:
             ctx.flags |= F_NUL
@@ -1040,21 +1060,24 @@ def _decode_record(data: Any, compact: bool = True) -> Tuple[str, str, Any, List
     return module, name, state, ctx.refs, ctx.flags
 
 
-def _load_state_with_own_memo(data: bytes, pos: int, ctx: _Context, first: CodecError) -> Any:
-    """Read a state pickle written by a pickler of its own (memo numbering from 0).
+def _load_state_with_own_memo(data: bytes, pos: int, ctx: _Context) -> Optional[tuple]:
+    """(state, context) of a state pickle read with a memo of its own, or None.
 
     ZODB reads both pickles of a record with one memo.  Tools that pickle the
     class and the state separately with protocol 4+ (MEMOIZE numbers entries
-    by count) make records ZODB itself cannot read that way; their state is
-    intact, so it is read with a memo of its own rather than refused.  If that
-    fails too, the first error stands.
+    by count) make records whose state, read that way, refers to the wrong
+    memo entries: an error, or a call of something that cannot be called.
+    Their state is intact when read as it was written, with its own memo; that
+    reading is used when it is a sound one.
     """
     fresh = _Context(data, ctx.compact)
     fresh.flags = ctx.flags
     try:
         state, _ = _load(data, pos, fresh)
     except CodecError:
-        raise first from None
+        return None
+    if fresh.uncallable:
+        return None
     return state, fresh
 
 
