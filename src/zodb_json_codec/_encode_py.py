@@ -246,15 +246,21 @@ class _Writer:
                 self.value(x, depth + 1)
             ap(_APPENDS)
         if items:
-            if type(items) is not list:
-                raise CodecError("invalid pickle data: items must be a list of [key, value] pairs")
-            ap(_MARK)
-            for pair in items:
-                if type(pair) is not list or len(pair) != 2:
-                    raise CodecError("invalid pickle data: items must be a list of [key, value] pairs")
-                self.value(pair[0], depth + 1)
-                self.value(pair[1], depth + 1)
-            ap(_SETITEMS)
+            self.pairs(items, depth, "items")
+
+    def pairs(self, pairs: Any, depth: int, what: str) -> None:
+        """MARK key value ... SETITEMS from a list of [key, value] pairs."""
+        if type(pairs) is not list:
+            raise CodecError(f"invalid pickle data: {what} must be a list of [key, value] pairs")
+        ap = self.parts.append
+        ap(_MARK)
+        value = self.value
+        for pair in pairs:
+            if type(pair) is not list or len(pair) != 2:
+                raise CodecError(f"invalid pickle data: {what} must be a list of [key, value] pairs")
+            value(pair[0], depth + 1)
+            value(pair[1], depth + 1)
+        ap(_SETITEMS)
 
     def reduce(self, d: dict, depth: int) -> None:
         inner = d["@reduce"] if "@reduce" in d else d["@newobj"]
@@ -389,18 +395,9 @@ def _m_bigint(w: _Writer, d: dict, depth: int) -> None:
 
 
 def _m_pairs(w: _Writer, d: dict, depth: int) -> None:
-    ap = w.parts.append
-    ap(b"}")
-    pairs = d["@d"]
-    if not pairs:
-        return
-    ap(_MARK)
-    for pair in pairs:
-        if type(pair) is not list or len(pair) != 2:
-            raise CodecError("invalid pickle data: @d items must be [key, value] pairs")
-        w.value(pair[0], depth + 1)
-        w.value(pair[1], depth + 1)
-    ap(_SETITEMS)
+    w.parts.append(b"}")
+    if d["@d"]:
+        w.pairs(d["@d"], depth, "@d")
 
 
 def _m_set(w: _Writer, d: dict, depth: int) -> None:

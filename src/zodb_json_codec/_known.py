@@ -403,6 +403,14 @@ def zoneinfo_call(key: str) -> Call:
     return Call(unpickle, [key, True])
 
 
+def _with_zone(state: bytes, tz: Any, offset_text: str, whole: str) -> list:
+    """Constructor arguments: the state bytes, then the zone (``@tz`` wins over an offset)."""
+    if tz is not None:
+        return [state, tz_call(tz, whole)]
+    offset = _offset_us(offset_text, whole)
+    return [state] if offset is None else [state, timezone_call(offset)]
+
+
 def datetime_call(text: Any, tz: Any = None) -> Call:
     if type(text) is not str:
         raise CodecError("invalid pickle data: @dt must be a string")
@@ -416,14 +424,7 @@ def datetime_call(text: Any, tz: Any = None) -> Call:
     state = bytes((year >> 8, year & 255, _byte(month, "month", text), _byte(day, "day", text),
                    _byte(hour, "hour", text), _byte(minute, "minute", text),
                    _byte(second, "second", text))) + _us_bytes(us)
-    args: list = [state]
-    if tz is not None:
-        args.append(tz_call(tz, text))
-    else:
-        offset = _offset_us(m.group(8), text)
-        if offset is not None:
-            args.append(timezone_call(offset))
-    return Call(Global("datetime", "datetime"), args)
+    return Call(Global("datetime", "datetime"), _with_zone(state, tz, m.group(8), text))
 
 
 def time_call(text: Any, tz: Any = None) -> Call:
@@ -436,14 +437,7 @@ def time_call(text: Any, tz: Any = None) -> Call:
     us = _fraction(m.group(4))
     state = bytes((_byte(hour, "hour", text), _byte(minute, "minute", text),
                    _byte(second, "second", text))) + _us_bytes(us)
-    args: list = [state]
-    if tz is not None:
-        args.append(tz_call(tz, text))
-    else:
-        offset = _offset_us(m.group(5), text)
-        if offset is not None:
-            args.append(timezone_call(offset))
-    return Call(Global("datetime", "time"), args)
+    return Call(Global("datetime", "time"), _with_zone(state, tz, m.group(5), text))
 
 
 def date_call(text: Any) -> Call:
