@@ -200,7 +200,7 @@ def _tz_marker(tz: Any, objs: dict) -> Any:
         target = inner[1]
         if (len(target) == 2 and global_name(target[0]) == ("zoneinfo", "ZoneInfo")
                 and target[1] == "_unpickle" and len(items) == 2 and _plain_text(items[0])
-                and items[1] is True):
+                and _is_int(items[1]) and items[1] == 1):  # the C zoneinfo's "from cache" flag
             return {"zoneinfo": items[0]}
     return None
 
@@ -400,7 +400,7 @@ def tz_call(tz: Any, whole: str) -> Call:
 
 def zoneinfo_call(key: str) -> Call:
     unpickle = Call(Global("builtins", "getattr"), [Global("zoneinfo", "ZoneInfo"), "_unpickle"])
-    return Call(unpickle, [key, True])
+    return Call(unpickle, [key, 1])
 
 
 def _with_zone(state: bytes, tz: Any, offset_text: str, whole: str) -> list:
