@@ -16,10 +16,11 @@ from typing import Any, Optional
 #: Values nested deeper than this are a ValueError in every direction.
 MAX_DEPTH = 1000
 
-#: The pure twin recurses once per nesting level (and the JSON writer a few
-#: frames more); make sure Python's own limit is never what stops a valid
-#: record.  Raising it is harmless: the codec itself stops at MAX_DEPTH.
-RECURSION_NEEDED = 4 * MAX_DEPTH + 500
+#: The pure twin recurses a few frames per nesting level (up to about seven
+#: for the encoder's objects and known types); make sure Python's own limit is
+#: never what stops a valid record.  Raising it is harmless: the codec itself
+#: stops at MAX_DEPTH, so this many frames are never all used.
+RECURSION_NEEDED = 8 * MAX_DEPTH + 1000
 
 I64_MIN = -(1 << 63)
 I64_MAX = (1 << 63) - 1

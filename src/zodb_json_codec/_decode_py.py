@@ -17,7 +17,7 @@ from typing import Any, List, Optional, Tuple
 from . import _known
 from ._common import (
     I64_MAX, I64_MIN, MAX_DEPTH, CodecError, b64encode, btree_kind, bytes_argument,
-    ensure_recursion_limit, float_marker, int_to_decimal, marker_kind, unescape_key,
+    ensure_recursion_limit, float_marker, has_surrogate, int_to_decimal, marker_kind, unescape_key,
 )
 from ._jsontext_py import pg_json_text, pretty_json_text, sanitize_for_pg
 
@@ -921,25 +921,28 @@ def _build(ctx: _Context, target: Any, state: Any) -> Any:
 # After the walk: depth, cycles, escapes
 # ---------------------------------------------------------------------------
 
-def _finish(value: Any, ctx: _Context, data: bytes) -> Any:
-    """Check the value tree; raise _Unrepresentable when JSON cannot carry it."""
+def _finish(value: Any, ctx: _Context, data: bytes, start: int) -> Any:
+    """Check the value tree of the pickle at ``start``; raise _Unrepresentable when JSON cannot carry it."""
     if ctx.unrepresentable:
         raise _Unrepresentable()
-    if ctx.cyclic:
-        if _has_cycle(value):
+    try:
+        if ctx.cyclic and _has_cycle(value):
             raise _Unrepresentable()
-    if len(data.translate(None, _NOT_CONTAINER_OPS)) > MAX_DEPTH or ctx.cyclic:
-        _check_depth(value)
+        if len(data.translate(None, _NOT_CONTAINER_OPS)) > MAX_DEPTH or ctx.cyclic:
+            _check_depth(value)
+    except CodecError as exc:
+        raise CodecError(f"{exc} (more than {MAX_DEPTH} levels) in the pickle at offset {start}") from None
     if ctx.flags & F_ESCAPED_KEY:
         value = _escape_keys(value)
     return value
 
 
 def _has_cycle(root: Any) -> bool:
+    """Does the value graph contain itself?  Deeper than the limit is a depth error."""
     on_path: set = set()
     done: set = set()
 
-    def visit(v: Any) -> bool:
+    def visit(v: Any, depth: int) -> bool:
         t = type(v)
         if t is dict:
             children = v.values()
@@ -952,49 +955,61 @@ def _has_cycle(root: Any) -> bool:
             return True
         if key in done:
             return False
+        if depth > 3 * MAX_DEPTH:
+            raise CodecError("maximum nesting depth exceeded")
         on_path.add(key)
         for c in children:
-            if (type(c) is dict or type(c) is list) and visit(c):
+            if (type(c) is dict or type(c) is list) and visit(c, depth + 1):
                 return True
         on_path.discard(key)
         done.add(key)
         return False
 
     try:
-        return visit(root)
+        return visit(root, 0)
     except RecursionError:
-        return True
+        raise CodecError("maximum nesting depth exceeded") from None
+
+
+# Markers whose list payload stands at the marker's own level (REFERENCE 3.4).
+_LIST_PAYLOADS = frozenset(("@t", "@set", "@fset", "@td", "@cls"))
+# Markers whose dict payload is the marker's own level: its values are one down.
+_DICT_PAYLOADS = frozenset(("@reduce", "@newobj", "@inst"))
 
 
 def _check_depth(root: Any) -> None:
-    """Nesting deeper than MAX_DEPTH is an error; marker payloads count with their marker."""
+    """Nesting deeper than MAX_DEPTH is an error, counted as the reference counts it.
+
+    Each container is a level; a tuple's or set's items, a dict's keys and
+    values (also in the ``@d`` pair form), a reference's id and an object's
+    callable, arguments and state are one level below it.
+    """
 
     def visit(v: Any, depth: int) -> None:
-        while True:
-            t = type(v)
-            if t is dict:
-                if len(v) == 1:
-                    for k in v:
-                        break
-                    if type(k) is str and k[:1] == "@":
-                        inner = v[k]
-                        if type(inner) is list or type(inner) is dict:
-                            v = inner  # the marker's payload is the same level
-                            continue
-                        return
-                if depth > MAX_DEPTH:
-                    raise CodecError("maximum nesting depth exceeded")
-                for c in v.values():
-                    if type(c) is dict or type(c) is list:
-                        visit(c, depth + 1)
-                return
-            if t is list:
-                if depth > MAX_DEPTH:
-                    raise CodecError("maximum nesting depth exceeded")
-                for c in v:
-                    if type(c) is dict or type(c) is list:
-                        visit(c, depth + 1)
+        t = type(v)
+        if t is list:
+            children: Any = v
+        elif t is dict:
+            children = v.values()
+            if len(v) == 1:
+                for k in v:
+                    break
+                payload = v[k]
+                if k in _LIST_PAYLOADS and type(payload) is list:
+                    children = payload
+                elif k in _DICT_PAYLOADS and type(payload) is dict:
+                    children = payload.values()
+                elif k == "@d" and type(payload) is list:
+                    children = [x for pair in payload if type(pair) is list for x in pair]
+                elif type(payload) is str and type(k) is str and k[:1] == "@":
+                    return  # bytes, a big int, a date...: a scalar, not a level
+        else:
             return
+        if depth > MAX_DEPTH:
+            raise CodecError("maximum nesting depth exceeded")
+        for c in children:
+            if type(c) is dict or type(c) is list:
+                visit(c, depth + 1)
 
     try:
         visit(root, 0)
@@ -1018,8 +1033,8 @@ def _escape_keys(v: Any) -> Any:
 # Records and single pickles
 # ---------------------------------------------------------------------------
 
-def _decode_record(data: Any, compact: bool = True) -> Tuple[str, str, Any, List[int], int]:
-    """(module, name, state, refs, flags) of a ZODB record."""
+def _decode_record(data: Any, compact: bool = True) -> Tuple[str, str, Any, List[int], int, int]:
+    """(module, name, state, refs, flags, offset of the state pickle) of a ZODB record."""
     data = bytes_argument(data)
     ctx = _Context(data, compact)
     try:
@@ -1049,7 +1064,7 @@ def _decode_record(data: Any, compact: bool = True) -> Tuple[str, str, Any, List
             state = {"@args": args, "@state": state}
         if b"@ns:" in data or b"@su:" in data:
             ctx.flags |= F_ESCAPED_KEY
-        state = _finish(state, ctx, data)
+        state = _finish(state, ctx, data, pos)
     except _Unrepresentable:
         state = {"@pkl": b64encode(data)}
         ctx.flags &= ~(F_FLOAT | F_EXP_FLOAT | F_SURROGATE | F_ESCAPED_KEY)
@@ -1057,7 +1072,7 @@ def _decode_record(data: Any, compact: bool = True) -> Tuple[str, str, Any, List
             ctx.flags &= ~F_NUL
     except RecursionError:
         raise CodecError("maximum nesting depth exceeded") from None
-    return module, name, state, ctx.refs, ctx.flags
+    return module, name, state, ctx.refs, ctx.flags, pos
 
 
 def _load_state_with_own_memo(data: bytes, pos: int, ctx: _Context) -> Optional[tuple]:
@@ -1086,7 +1101,7 @@ def decode_zodb_record(data: Any) -> dict:
 
     Raises TypeError for a non-bytes argument and ValueError for bad data.
     """
-    module, name, state, _, _ = _decode_record(data)
+    module, name, state, _, _, _ = _decode_record(data)
     return {"@cls": [module, name], "@s": state}
 
 
@@ -1095,10 +1110,10 @@ def decode_zodb_record_for_pg(data: Any) -> tuple:
 
     Raises TypeError for a non-bytes argument and ValueError for bad data.
     """
-    module, name, state, refs, flags = _decode_record(data)
+    module, name, state, refs, flags, start = _decode_record(data)
     _check_class_names(module, name)
     if flags & (F_NUL | F_SURROGATE | F_FLOAT):
-        state = sanitize_for_pg(state)
+        state = _in_state(sanitize_for_pg, start, state)
     return module, name, state, refs
 
 
@@ -1107,14 +1122,25 @@ def decode_zodb_record_for_pg_json(data: Any) -> tuple:
 
     Raises TypeError for a non-bytes argument and ValueError for bad data.
     """
-    module, name, state, refs, flags = _decode_record(data)
+    module, name, state, refs, flags, start = _decode_record(data)
     _check_class_names(module, name)
-    return module, name, pg_json_text(state, flags & (F_NUL | F_SURROGATE | F_FLOAT | F_EXP_FLOAT)), refs
+    special = flags & (F_NUL | F_SURROGATE | F_FLOAT | F_EXP_FLOAT)
+    return module, name, _in_state(pg_json_text, start, state, special), refs
+
+
+def _in_state(write: Any, start: int, *args: Any) -> Any:
+    """Errors found while writing the state name the state pickle's offset."""
+    try:
+        return write(*args)
+    except CodecError as exc:
+        raise CodecError(f"{exc} (state pickle at offset {start})") from None
 
 
 def _check_class_names(module: str, name: str) -> None:
-    if "\x00" in module or "\x00" in name:
-        raise CodecError("class module or name contains U+0000, which PostgreSQL cannot store")
+    for part in (module, name):
+        if "\x00" in part or (not part.isascii() and has_surrogate(part)):
+            raise CodecError("the class module or name contains U+0000 or a lone surrogate, "
+                             "which PostgreSQL cannot store (class pickle at offset 0)")
 
 
 def _decode_pickle(data: Any) -> Any:
@@ -1124,7 +1150,7 @@ def _decode_pickle(data: Any) -> Any:
         value, stop = _load(data, 0, ctx)
         if b"@ns:" in data or b"@su:" in data:
             ctx.flags |= F_ESCAPED_KEY
-        return _finish(value, ctx, data[:stop]), ctx.flags
+        return _finish(value, ctx, data[:stop], 0), ctx.flags
     except _Unrepresentable:
         return {"@pkl": b64encode(data[:stop])}, 0
     except RecursionError:

@@ -35,6 +35,15 @@ _SMALL_INTS = [b"K" + bytes((i,)) for i in range(256)]
 _FUNCTIONS_NOT_CLASSES = {("copy_reg", "_reconstructor"), ("copyreg", "_reconstructor")}
 
 
+def _is_scalar_marker(d: dict) -> bool:
+    """``{"@b": "..."}``, ``{"@f": "nan"}``...: one value, not a level of nesting."""
+    if len(d) != 1:
+        return False
+    for k, v in d.items():
+        return type(v) is str and type(k) is str and k[:1] == "@"
+    return False
+
+
 def _depth_error() -> CodecError:
     return CodecError("invalid pickle data: maximum nesting depth exceeded")
 
@@ -100,7 +109,7 @@ class _Writer:
             self.parts.append(b"X" + _pack_I(len(raw)))
             self.parts.append(raw)
         elif t is dict:
-            if depth > MAX_DEPTH:
+            if depth > MAX_DEPTH and not _is_scalar_marker(v):
                 raise _depth_error()
             self.dict(v, depth)
         elif t is int:
@@ -125,8 +134,6 @@ class _Writer:
         elif v is False:
             self.parts.append(b"\x89")
         else:
-            if depth > MAX_DEPTH:
-                raise _depth_error()
             self.native(v, depth)
 
     def tuple(self, items: Any, depth: int) -> None:
@@ -169,21 +176,24 @@ class _Writer:
     # -- markers -----------------------------------------------------------------
 
     def call(self, call: Any, depth: int) -> None:
-        """A ``_known.Call``: callable, arguments tuple, REDUCE."""
-        if depth > MAX_DEPTH:
-            raise _depth_error()
+        """A ``_known.Call``: callable, arguments tuple, REDUCE.
+
+        Calls stand for one value at ``depth`` (a datetime, a set): their own
+        few levels of callables and zones do not count as nesting, and list
+        arguments (a set's items) hold their items one level down.
+        """
         callable_ = call.callable
         if type(callable_) is _known.Global:
             self.global_(callable_.module, callable_.name)
         else:
-            self.call(callable_, depth + 1)
+            self.call(callable_, depth)
         args = call.args
         ap = self.parts.append
         n = len(args)
         if n > 3:
             ap(_MARK)
         for a in args:
-            self.call_arg(a, depth + 1)
+            self.call_arg(a, depth)
         ap(_EMPTY_TUPLE if n == 0 else _TUPLE1 if n == 1 else _TUPLE2 if n == 2 else
            _TUPLE3 if n == 3 else _TUPLE)
         ap(_REDUCE)
@@ -212,7 +222,7 @@ class _Writer:
                 self.global_(module, name)
                 self.parts.append(_TUPLE2 + _BINPERSID)
                 return
-        self.value(v, depth + 1)
+        self.value(v, depth)  # the id is the reference's payload, at its level
         self.parts.append(_BINPERSID)
 
     def instance(self, d: dict, depth: int) -> None:
@@ -337,6 +347,8 @@ class _Writer:
 
     def native(self, v: Any, depth: int) -> None:
         t = type(v)
+        if depth > MAX_DEPTH and isinstance(v, (tuple, list, dict, set, frozenset)):
+            raise _depth_error()
         if t is tuple:
             self.tuple(v, depth)
         elif t is bytes:
@@ -401,10 +413,18 @@ def _m_pairs(w: _Writer, d: dict, depth: int) -> None:
 
 
 def _m_set(w: _Writer, d: dict, depth: int) -> None:
-    if "@set" in d:
-        w.call(_known.Call(_known.Global("builtins", "set"), [d["@set"]]), depth)
-    else:
-        w.call(_known.Call(_known.Global("builtins", "frozenset"), [d["@fset"]]), depth)
+    # builtins.set([items]) / frozenset([items]), written inline: sets nest deeply in practice.
+    items = d["@set"] if "@set" in d else d["@fset"]
+    w.global_("builtins", "set" if "@set" in d else "frozenset")
+    ap = w.parts.append
+    ap(b"]")
+    if items:
+        ap(_MARK)
+        value = w.value
+        for x in items:
+            value(x, depth + 1)
+        ap(_APPENDS)
+    ap(_TUPLE1 + _REDUCE)
 
 
 def _m_global(w: _Writer, d: dict, depth: int) -> None:

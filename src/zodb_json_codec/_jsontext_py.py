@@ -16,7 +16,7 @@ from json.encoder import encode_basestring  # the C version when available
 from typing import Any, List
 
 from ._common import (
-    CodecError, b64encode, float_marker, float_text, has_surrogate, MAX_DEPTH,
+    CodecError, b64encode, float_marker, float_text, has_surrogate, marker_kind, MAX_DEPTH,
 )
 
 _dumps_compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False,
@@ -42,44 +42,60 @@ def _pg_string(s: str) -> str:
 # What PostgreSQL cannot store
 # ---------------------------------------------------------------------------
 
+# A lone surrogate wins over U+0000: @su carries both, @ns is plain UTF-8.
+
 def _escaped_text(s: str) -> Any:
-    if "\x00" in s:
-        return {"@ns": b64encode(s.encode("utf-8"))}
     if not s.isascii() and has_surrogate(s):
         return {"@su": b64encode(s.encode("utf-8", "surrogatepass"))}
+    if "\x00" in s:
+        return {"@ns": b64encode(s.encode("utf-8"))}
     return s
 
 
 def _escaped_key(k: str) -> str:
-    if "\x00" in k:
-        return "@ns:" + b64encode(k.encode("utf-8"))
     if not k.isascii() and has_surrogate(k):
         return "@su:" + b64encode(k.encode("utf-8", "surrogatepass"))
+    if "\x00" in k:
+        return "@ns:" + b64encode(k.encode("utf-8"))
     return k
 
 
 def _check_class_value(v: Any) -> None:
     for part in v:
-        if type(part) is str and "\x00" in part:
-            raise CodecError("class module or name contains U+0000, which PostgreSQL cannot store")
+        if type(part) is str and ("\x00" in part or (not part.isascii() and has_surrogate(part))):
+            raise CodecError("a class module or name contains U+0000 or a lone surrogate, "
+                             "which PostgreSQL cannot store")
 
 
-def sanitize_for_pg(v: Any) -> Any:
-    """A copy of v whose strings, keys and floats all survive a jsonb column."""
+def sanitize_for_pg(v: Any, pg: bool = True) -> Any:
+    """A copy of v whose strings, keys and floats all survive a jsonb column.
+
+    ``pg=False``: only what no JSON text can hold (NaN, infinities, lone
+    surrogates), for ``pickle_to_json``.  A user dict that the rewriting
+    would turn into a marker (``{"@reduce": nan}``) is written as ``@d``.
+    """
     t = type(v)
     if t is str:
-        return _escaped_text(v)
+        if pg:
+            return _escaped_text(v)
+        return {"@su": b64encode(v.encode("utf-8", "surrogatepass"))} if has_surrogate(v) else v
     if t is float:
         marker = float_marker(v)
-        return {"@f": marker} if marker else v
+        if marker is None or (marker == "-0.0" and not pg):
+            return v
+        return {"@f": marker}
     if t is list:
-        return [sanitize_for_pg(x) for x in v]
+        return [sanitize_for_pg(x, pg) for x in v]
     if t is dict:
         if "@cls" in v and type(v["@cls"]) is list:
             _check_class_value(v["@cls"])
         if len(v) == 1 and "@ref" in v and type(v["@ref"]) is list:
             _check_class_value(v["@ref"])
-        return {(_escaped_key(k) if type(k) is str else k): sanitize_for_pg(x) for k, x in v.items()}
+        out = {(_escaped_key(k) if type(k) is str and (pg or has_surrogate(k)) else k): sanitize_for_pg(x, pg)
+               for k, x in v.items()}
+        if len(out) <= 4 and marker_kind(out, True) is not None and marker_kind(v, True) is None:
+            return {"@d": [[k, x] for k, x in out.items()]}
+        return out
     return v
 
 
@@ -196,34 +212,18 @@ def _write_pretty(v: Any, out: List[str], indent: str) -> None:
     elif t is int:
         out.append(str(v))
     elif t is float:
-        marker = float_marker(v)
-        if marker and marker != "-0.0":
-            _write_pretty({"@f": marker}, out, indent)  # JSON has no NaN or infinity
-        else:
-            out.append(float_text(v, True, False))
+        out.append(float_text(v, True, False))
     else:
         raise CodecError(f"cannot write a {t.__name__} as JSON")
 
 
 def pretty_json_text(value: Any, special: int) -> str:
     """``pickle_to_json`` text: 2-space indent, keys sorted by code point."""
-    if special & 2:  # lone surrogates cannot be UTF-8 text
-        value = _sanitize_surrogates(value)
+    if special & 6:  # NaN, infinities or lone surrogates: no JSON text can hold them
+        value = sanitize_for_pg(value, pg=False)
     out: List[str] = []
     try:
         _write_pretty(value, out, "")
     except RecursionError:
         raise CodecError("invalid pickle data: maximum nesting depth exceeded in JSON conversion") from None
     return "".join(out)
-
-
-def _sanitize_surrogates(v: Any) -> Any:
-    t = type(v)
-    if t is str:
-        return {"@su": b64encode(v.encode("utf-8", "surrogatepass"))} if has_surrogate(v) else v
-    if t is list:
-        return [_sanitize_surrogates(x) for x in v]
-    if t is dict:
-        return {("@su:" + b64encode(k.encode("utf-8", "surrogatepass")) if type(k) is str and has_surrogate(k)
-                 else k): _sanitize_surrogates(x) for k, x in v.items()}
-    return v
