@@ -313,7 +313,7 @@ def class_metadata(klass: Any) -> tuple:
         module, name = _name_text(first), _name_text(second)
         if module is not None and name is not None:
             return module, name, None
-    raise CodecError("invalid pickle data: unsupported class metadata in the first pickle")
+    raise CodecError("invalid pickle data: unsupported class metadata in the class pickle at offset 0")
 
 
 # ---------------------------------------------------------------------------
