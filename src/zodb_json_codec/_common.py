@@ -25,6 +25,12 @@ RECURSION_NEEDED = 8 * MAX_DEPTH + 1000
 I64_MIN = -(1 << 63)
 I64_MAX = (1 << 63) - 1
 
+#: Integers longer than this are not written as @bi decimal text: converting
+#: them takes time that grows faster than their size (a hostile record could
+#: stall a decode).  A record holding one is kept verbatim (@pkl) instead.
+MAX_BIGINT_BITS = 1 << 17            # about 39 500 decimal digits
+MAX_BIGINT_DIGITS = 40000
+
 
 class CodecError(ValueError):
     """Bad data: a pickle or JSON value the codec cannot read or write."""
@@ -210,6 +216,8 @@ _DECIMAL_INT = re.compile(r"[+-]?[0-9]+\Z")
 def decimal_to_int(text: Any, what: str = "@bi") -> int:
     if not isinstance(text, str) or not _DECIMAL_INT.match(text):
         raise CodecError(f"JSON error: bigint parse: invalid {what} value {str(text)[:40]!r}")
+    if len(text) > MAX_BIGINT_DIGITS + 1:
+        raise CodecError(f"JSON error: bigint parse: {what} longer than {MAX_BIGINT_DIGITS} digits")
     if len(text) < 4000:
         return int(text)
     sign = -1 if text[0] == "-" else 1

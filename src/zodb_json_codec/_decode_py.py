@@ -16,7 +16,7 @@ from typing import Any, List, Optional, Tuple
 
 from . import _known
 from ._common import (
-    I64_MAX, I64_MIN, MAX_DEPTH, CodecError, b64encode, btree_kind, bytes_argument,
+    I64_MAX, I64_MIN, MAX_BIGINT_BITS, MAX_DEPTH, CodecError, b64encode, btree_kind, bytes_argument,
     ensure_recursion_limit, float_marker, has_surrogate, int_to_decimal, marker_kind, unescape_key,
 )
 from ._jsontext_py import pg_json_text, pretty_json_text, sanitize_for_pg
@@ -114,9 +114,12 @@ def _float_flags(x: float) -> int:
     return 0
 
 
-def _int_value(v: int) -> Any:
+def _int_value(v: int, ctx: "_Context") -> Any:
     if I64_MIN <= v <= I64_MAX:
         return v
+    if v.bit_length() > MAX_BIGINT_BITS:
+        ctx.unrepresentable = True  # kept verbatim rather than spelled out (see MAX_BIGINT_BITS)
+        return {"@bi": "0"}
     return {"@bi": int_to_decimal(v)}
 
 
@@ -579,7 +582,7 @@ def _load(data: bytes, pos: int, ctx: _Context) -> Tuple[Any, int]:
                 pos += 1
                 if pos + n > end:
                     raise _eof(pos)
-                push(_int_value(from_bytes(data[pos:pos + n], "little", signed=True)))
+                push(_int_value(from_bytes(data[pos:pos + n], "little", signed=True), ctx))
                 pos += n
             elif op == 0x8B:  # LONG4
                 if pos + 4 > end:
@@ -590,7 +593,7 @@ def _load(data: bytes, pos: int, ctx: _Context) -> Tuple[Any, int]:
                     raise _err("invalid pickle data: negative length in LONG4", start)
                 if pos + n > end:
                     raise _eof(pos)
-                push(_int_value(from_bytes(data[pos:pos + n], "little", signed=True)))
+                push(_int_value(from_bytes(data[pos:pos + n], "little", signed=True), ctx))
                 pos += n
             elif op == 0x93:  # STACK_GLOBAL
                 if len(stack) < 2:
@@ -735,14 +738,14 @@ def _load(data: bytes, pos: int, ctx: _Context) -> Tuple[Any, int]:
                 elif line == b"01":
                     push(True)
                 else:
-                    push(_int_value(_parse_int(line, start, "INT")))
+                    push(_int_value(_parse_int(line, start, "INT"), ctx))
             elif op == 0x4C:  # LONG
                 line, pos = _text_line(data, pos, start)
                 if line[-1:] == b"L":
                     line = line[:-1]
                 if len(line) > 10000:
                     raise _err("invalid pickle data: LONG value too large", start)
-                push(_int_value(_parse_int(line, start, "LONG")))
+                push(_int_value(_parse_int(line, start, "LONG"), ctx))
             elif op == 0x46:  # FLOAT
                 line, pos = _text_line(data, pos, start)
                 try:
