@@ -301,7 +301,7 @@ def _build(directory) -> SimpleNamespace:
         root["small_tree"] = OOBTree({"a": 1, "b": 2})
         root["empty_tree"] = OOBTree()
         root["length"] = length = Length(0)
-        root["refs"] = refs = zodbapp.Item(
+        root["refs"] = zodbapp.Item(
             keyed=keyed, scalars=scalars, keyed_again=[keyed, (keyed,)],
             weak=WeakRef(scalars), weak_other=WeakRef(other_item),
             xref=other_item, xref_keyed=other_keyed, mapping=mapping)

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import binascii
 import codecs
+import struct
 from typing import Any, List, Optional, Tuple
 
 from . import _known
 from ._common import (
     I64_MAX, I64_MIN, MAX_BIGINT_BITS, MAX_DEPTH, CodecError, b64encode, btree_kind, bytes_argument,
-    ensure_recursion_limit, float_marker, has_surrogate, int_to_decimal, marker_kind, unescape_key,
+    decimal_to_int, ensure_recursion_limit, float_marker, has_surrogate, int_to_decimal, marker_kind, unescape_key,
 )
 from ._jsontext_py import pg_json_text, pretty_json_text, sanitize_for_pg
 
@@ -25,6 +26,7 @@ ensure_recursion_limit()
 
 _from_bytes = int.from_bytes
 _b2a = binascii.b2a_base64
+_unpack_double = struct.Struct(">d").unpack_from
 
 # Flags describing what a decoded value holds, so the PostgreSQL paths only
 # walk the tree again when something in it needs rewriting.
@@ -355,6 +357,7 @@ def _load(data: bytes, pos: int, ctx: _Context) -> Tuple[Any, int]:
     pop = stack.pop
     b2a = _b2a
     from_bytes = _from_bytes
+    unpack_double = _unpack_double
     while True:
         if pos >= end:
             raise _eof(pos)
@@ -468,7 +471,7 @@ def _load(data: bytes, pos: int, ctx: _Context) -> Tuple[Any, int]:
             elif op == 0x47:  # BINFLOAT
                 if pos + 8 > end:
                     raise _eof(pos)
-                x = _unpack_double(data, pos)
+                x = unpack_double(data, pos)[0]
                 pos += 8
                 if x == 0.0 or x - x != 0.0 or not (1e-4 <= (x if x > 0 else -x) < 1e16):
                     ctx.flags |= _float_flags(x)
@@ -825,15 +828,6 @@ def _load(data: bytes, pos: int, ctx: _Context) -> Tuple[Any, int]:
             raise _err("pickle stack underflow", start) from None
 
 
-def _unpack_double(data: bytes, pos: int) -> float:
-    return _DOUBLE.unpack_from(data, pos)[0]
-
-
-import struct  # noqa: E402  (kept next to its only use)
-
-_DOUBLE = struct.Struct(">d")
-
-
 def _text_line(data: bytes, pos: int, start: int) -> Tuple[bytes, int]:
     nl = data.find(b"\n", pos)
     if nl < 0:
@@ -882,22 +876,14 @@ def _memo_get(ctx: _Context, idx: int, start: int) -> Any:
 
 
 def _parse_int(line: bytes, start: int, what: str) -> int:
+    """Text digits as CPython's INT/LONG read them; long texts without int()'s digit limit."""
     try:
         text = line.decode("ascii")
-        if len(text) > 4000:  # beyond int()'s digit limit on new Pythons
-            text = text.strip()
-            return _known_big_int(text)
+        if len(text) > 4000:
+            return decimal_to_int(text.strip(), what)
         return int(text, 0)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError):  # CodecError is a ValueError too
         raise _err(f"invalid pickle data: {what} parse: {line[:40]!r}", start) from None
-
-
-def _known_big_int(text: str) -> int:
-    from ._common import decimal_to_int
-    try:
-        return decimal_to_int(text)
-    except CodecError:
-        raise ValueError(text) from None
 
 
 def _instantiate(ctx: _Context, klass: Any, args: list) -> dict:
