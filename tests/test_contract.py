@@ -28,12 +28,21 @@ APPENDIX_A_STATE = {"data": {"title": "Hello", "n": 1.0, "when": {"@dt": "2025-0
                              "tags": {"@t": ["a", "b"]}, "raw": {"@b": "AP8="}, "price": {"@dec": "9.90"}}}
 
 
+class _Pickler(pickle.Pickler):
+    """persistent_id as a method: Python 3.13 no longer lets instances set it."""
+
+    def __init__(self, file, protocol, persistent_id):
+        super().__init__(file, protocol)
+        self._persistent_id = persistent_id
+
+    def persistent_id(self, obj):
+        return self._persistent_id(obj)
+
+
 def record(state, klass=(("app.mod", "Kls"), None), protocol=3, persistent_id=None):
     """Class and state pickled by one pickler, as ZODB does."""
     f = io.BytesIO()
-    p = pickle.Pickler(f, protocol)
-    if persistent_id is not None:
-        p.persistent_id = persistent_id
+    p = pickle.Pickler(f, protocol) if persistent_id is None else _Pickler(f, protocol, persistent_id)
     p.dump(klass)
     p.dump(state)
     return f.getvalue()
