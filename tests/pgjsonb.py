@@ -8,7 +8,7 @@ object"), so there the pure-Python driver pg8000 talks to the same socket.
 from __future__ import annotations
 
 import sys
-from typing import List, Sequence
+from typing import List, Sequence, Tuple, Type
 
 QUERY = "SELECT j::jsonb::text FROM unnest(%s::text[]) WITH ORDINALITY AS u(j, n) ORDER BY n"
 
@@ -35,3 +35,14 @@ def jsonb_texts(dsn: str, texts: Sequence[str]) -> List[str]:
 
     with psycopg.connect(dsn, autocommit=True) as conn:
         return [row[0] for row in conn.execute(QUERY, (list(texts),)).fetchall()]
+
+
+def database_errors() -> Tuple[Type[BaseException], ...]:
+    """What jsonb_texts raises when PostgreSQL refuses a text (the driver's error classes)."""
+    if sys.implementation.name == "pypy":
+        import pg8000.native
+
+        return (pg8000.native.DatabaseError,)
+    import psycopg
+
+    return (psycopg.Error,)

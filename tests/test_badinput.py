@@ -29,6 +29,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Dict, Iterable, List
 
 import pytest
@@ -59,7 +60,11 @@ def single(body: bytes) -> bytes:
 # ---------------------------------------------------------------------------
 
 _PRELUDE = f"""
-import json, sys, time, tracemalloc
+import gc, json, sys, time
+try:
+    import tracemalloc
+except ImportError:  # PyPy has no tracemalloc: peak() measures the process's memory instead
+    tracemalloc = None
 try:
     import resource
 except ImportError:  # not on Windows
@@ -95,23 +100,61 @@ def outcome(fn, *args):
         text = "<a value too deep for repr>"
     return ["ok", text, elapsed]
 
+def _proc_status(field):
+    '''A size from /proc/self/status (Linux) in bytes, or None.'''
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024  # kB
+    except (OSError, ValueError):
+        pass
+    return None
+
+def _reset_peak_rss():
+    '''Make VmHWM (the peak resident size) start again from the current size: Linux >= 4.0.'''
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        return False
+    return True
+
+def _maxrss():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 if resource else 0  # KiB on Linux
+
 def peak(fn, *args):
     '''[outcome, peak bytes allocated while fn ran]
 
-    The larger of what tracemalloc saw (Python's allocators) and how far the
-    process's peak resident size grew (any allocator, e.g. a compiled twin's).
+    The largest of: what tracemalloc saw (Python's allocators; CPython only,
+    PyPy has no tracemalloc); how far the process's resident size rose
+    above its size when fn started (VmHWM, reset first: any allocator, a
+    compiled twin's or PyPy's, sees each call apart from the calls before
+    it); how far the process's peak virtual size rose (VmPeak: memory
+    reserved but never touched); and how far ru_maxrss rose (where /proc is
+    missing -- blind below the peak the process, or the parent it was
+    forked from, ever had).
     '''
-    def maxrss():
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 if resource else 0  # KiB on Linux
-
-    rss_before = maxrss()
-    tracemalloc.start()
+    gc.collect()  # garbage freed during fn would otherwise make room for what fn allocates, unseen
+    hwm_reset = _reset_peak_rss()
+    hwm_before = _proc_status("VmHWM") if hwm_reset else None
+    vm_before = _proc_status("VmPeak")
+    rss_before = _maxrss()
+    if tracemalloc is not None:
+        tracemalloc.start()
     try:
         result = outcome(fn, *args)
-        traced = tracemalloc.get_traced_memory()[1]
+        traced = tracemalloc.get_traced_memory()[1] if tracemalloc is not None else 0
     finally:
-        tracemalloc.stop()
-    return [result, max(traced, maxrss() - rss_before)]
+        if tracemalloc is not None:
+            tracemalloc.stop()
+    grown = [traced, _maxrss() - rss_before]
+    hwm_after, vm_after = _proc_status("VmHWM"), _proc_status("VmPeak")
+    if hwm_before is not None and hwm_after is not None:
+        grown.append(hwm_after - hwm_before)
+    if vm_before is not None and vm_after is not None:
+        grown.append(vm_after - vm_before)
+    return [result, max(grown)]
 
 result = None
 """
@@ -369,6 +412,24 @@ def test_the_fuzzer_finds_what_it_is_meant_to_find():
 # ---------------------------------------------------------------------------
 # (b) Hostile records
 # ---------------------------------------------------------------------------
+
+def test_peak_sees_what_is_allocated():
+    # peak() stands behind the "without allocating" checks below, and on
+    # PyPy (no tracemalloc) only the process's own sizes feed it: it must see
+    # an allocation of the size they forbid, apart from garbage freed before,
+    # and report next to nothing for a small decode.
+    result = _isolated(SimpleNamespace(name="python"), r"""
+        result = {"small decode": peak(F["pickle_to_dict"], single(b"K\x07"))[1]}
+        for name, make in [("bytearray", lambda: len(bytearray(64 << 20))),
+                           ("list", lambda: len([0] * (8 << 20))),  # 64 MiB of pointers
+                           ("bytes", lambda: len(b"x" * (64 << 20)))]:
+            result[name] = peak(make)[1]
+            result[name + " again"] = peak(make)[1]  # the first one's memory is garbage by now
+    """)
+    assert result.pop("small decode") < 1 << 20, result
+    for name, peak_bytes in result.items():
+        assert peak_bytes >= 60 << 20, (name, result)
+
 
 def test_memo_index_2_31_decodes_without_allocating(impl):
     result = _isolated(impl, r"""

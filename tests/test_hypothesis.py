@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from ZODB._compat import PersistentPickler
 from ZODB.serialize import referencesf
 
+import cpython_pickle
 import zodbapp
 from zodb_json_codec import _fidelity
 
@@ -58,7 +59,9 @@ def _persistent_id(obj):
     return None
 
 
-class _StdlibPickler(pickle.Pickler):
+class _StdlibPickler(cpython_pickle.Pickler):
+    """The stdlib pickler, writing a ZoneInfo as CPython does on PyPy too (see cpython_pickle)."""
+
     def persistent_id(self, obj):
         return _persistent_id(obj)
 
@@ -73,9 +76,11 @@ def make_record(meta, state, zodb: bool = True) -> bytes:
     """Both pickles with one pickler (one memo), as ZODB's ObjectWriter does.
 
     ZODB's own pickler (zodbpickle) cannot pickle a ``ZoneInfo`` at protocol
-    3 (it does not know CPython's ``getattr(ZoneInfo, "_unpickle")``
+    3 on CPython (it does not know CPython's ``getattr(ZoneInfo, "_unpickle")``
     spelling); values holding one are pickled by CPython's pickle instead,
-    also protocol 3.
+    also protocol 3.  On PyPy zodbpickle writes them, with the pure-Python
+    zoneinfo's cache flag True; with zodb=False they are written as CPython
+    writes them (flag 1) there too.
     """
     for use_zodb in ((True, False) if zodb else (False,)):
         f = io.BytesIO()

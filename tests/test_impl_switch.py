@@ -15,6 +15,7 @@ import zodb_json_codec
 from zodb_json_codec import _impl
 
 VARS = ("ZODB_JSON_CODEC_PURE_PYTHON", "PURE_PYTHON")
+PYPY = sys.implementation.name == "pypy"
 COMPILED_BUILT = all(
     importlib.util.find_spec(f"zodb_json_codec.{name}") is not None for name in _impl.TWINS["cython"]
 )
@@ -26,11 +27,14 @@ FAKE_COMPILED = textwrap.dedent(
     """
     import importlib.abc, importlib.machinery, sys
 
+    ASKED = []  # the fake modules looked for, in order
+
     class Fake(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         def __init__(self, modules):
             self.modules = modules
         def find_spec(self, name, path, target=None):
             if name in self.modules:
+                ASKED.append(name)
                 return importlib.machinery.ModuleSpec(name, self)
             return None
         def create_module(self, spec):
@@ -47,6 +51,18 @@ FAKE_COMPILED = textwrap.dedent(
 )
 
 
+# Makes the child look like CPython to _impl (sys.implementation.name is all
+# it asks), so that on PyPy, too, the tri-state and the fallback are tested.
+AS_CPYTHON = textwrap.dedent(
+    """
+    import sys, types
+    _fake = types.SimpleNamespace(**vars(sys.implementation))
+    _fake.name = "cpython"
+    sys.implementation = _fake
+    """
+)
+
+
 def run(code: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Run code in a fresh interpreter with only the given tri-state variables set."""
     clean = {k: v for k, v in os.environ.items() if k not in VARS}
@@ -58,6 +74,18 @@ def run(code: str, env: dict[str, str] | None = None) -> subprocess.CompletedPro
 
 def implementation(env: dict[str, str], prelude: str = "") -> subprocess.CompletedProcess:
     return run(prelude + "\nimport zodb_json_codec\nprint(zodb_json_codec.IMPLEMENTATION)", env)
+
+
+BOTH_BROKEN = {"zodb_json_codec._decode_c": "broken", "zodb_json_codec._encode_c": "broken"}
+
+
+def assert_pypy_runs_pure(env: dict[str, str], modules: dict[str, str] = BOTH_BROKEN) -> None:
+    """On PyPy: the pure twin, silently, without even looking for the compiled one (broken or required)."""
+    proc = run(f"MODULES = {modules!r}\n" + FAKE_COMPILED
+               + "\nimport zodb_json_codec\nprint(zodb_json_codec.IMPLEMENTATION)\nprint(ASKED)", env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\n")[:2] == ["python", "[]"], proc.stdout
+    assert "Warning" not in proc.stderr
 
 
 @pytest.mark.parametrize(
@@ -87,6 +115,13 @@ def test_requested_mode(monkeypatch, specific, generic, expected):
             monkeypatch.delenv(name, raising=False)
         else:
             monkeypatch.setenv(name, value)
+    if PYPY:
+        # PyPy runs the pure twin whatever is asked; the table holds for
+        # the other interpreters, which _impl tells apart by name alone.
+        assert _impl.requested_mode() == _impl.PURE
+        fake = types.SimpleNamespace(**vars(sys.implementation))
+        fake.name = "cpython"
+        monkeypatch.setattr(sys, "implementation", fake)
     assert _impl.requested_mode() == expected
 
 
@@ -121,7 +156,12 @@ def test_default_uses_compiled_when_built():
 
 
 def test_required_compiled():
-    proc = implementation({"ZODB_JSON_CODEC_PURE_PYTHON": "0"})
+    env = {"ZODB_JSON_CODEC_PURE_PYTHON": "0"}
+    if PYPY:
+        assert_pypy_runs_pure(env)  # "0" asks for nothing PyPy would run
+        proc = implementation(env, AS_CPYTHON)
+    else:
+        proc = implementation(env)
     if COMPILED_BUILT:
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout.strip() == "cython"
@@ -144,6 +184,9 @@ def test_broken_compiled_twin_warns_and_falls_back(modules):
     prelude = f"MODULES = {modules!r}\n" + FAKE_COMPILED
     if "zodb_json_codec._encode_c" not in modules and COMPILED_BUILT:
         pytest.skip("the real encoder twin is built")
+    if PYPY:
+        assert_pypy_runs_pure({}, modules)  # a broken build PyPy never imports is no news
+        prelude = AS_CPYTHON + prelude
     proc = implementation({}, prelude)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "python"
@@ -152,8 +195,13 @@ def test_broken_compiled_twin_warns_and_falls_back(modules):
 
 
 def test_broken_compiled_twin_is_an_error_when_required():
-    prelude = "MODULES = {'zodb_json_codec._decode_c': 'broken'}\n" + FAKE_COMPILED
-    proc = implementation({"ZODB_JSON_CODEC_PURE_PYTHON": "0"}, prelude)
+    modules = {"zodb_json_codec._decode_c": "broken"}
+    prelude = f"MODULES = {modules!r}\n" + FAKE_COMPILED
+    env = {"ZODB_JSON_CODEC_PURE_PYTHON": "0"}
+    if PYPY:
+        assert_pypy_runs_pure(env, modules)
+        prelude = AS_CPYTHON + prelude
+    proc = implementation(env, prelude)
     assert proc.returncode != 0
     assert "ImportError: undefined symbol: PyFake_Broken" in proc.stderr
 

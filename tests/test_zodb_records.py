@@ -40,6 +40,7 @@ from persistent.wref import WeakRef
 from ZODB.serialize import referencesf
 from ZODB.utils import p64, u64
 
+import cpython_pickle
 import zodbapp
 from pgjsonb import jsonb_texts
 from zodb_json_codec import _fidelity
@@ -219,19 +220,19 @@ def _zoneinfo_values():
     )
 
 
-def _stdlib_record(obj) -> bytes:
+def _stdlib_record(obj, zoneinfo_flag=cpython_pickle.C_FLAG) -> bytes:
     """A record as ZODB's ObjectWriter writes it, but pickled by the stdlib.
 
     ZODB pickles with zodbpickle, which cannot pickle a ``ZoneInfo`` at
-    protocol 3 (``ZoneInfo.__reduce__`` names the bound method
+    protocol 3 on CPython (``ZoneInfo.__reduce__`` names the bound method
     ``ZoneInfo._unpickle``; CPython's pickle spells it as
     ``builtins.getattr(ZoneInfo, "_unpickle")``, zodbpickle gives up).  So
     the zoneinfo values are stored in records written by CPython's pickle,
     protocol 3, with ZODB's class metadata, one pickler for both pickles and
-    its persistent ids.
+    its persistent ids.  The ZoneInfo cache flag is CPython's int 1 on every
+    interpreter (see cpython_pickle), or with zoneinfo_flag=bool the True of
+    the pure-Python zoneinfo (PyPy's).
     """
-    import pickle
-
     def persistent_id(o):
         if isinstance(o, Persistent) and o._p_oid is not None:
             if hasattr(type(o), "__getnewargs__"):
@@ -240,8 +241,7 @@ def _stdlib_record(obj) -> bytes:
         return None
 
     f = io.BytesIO()
-    p = pickle.Pickler(f, 3)
-    p.persistent_id = persistent_id
+    p = cpython_pickle.Pickler(f, 3, zoneinfo_flag=zoneinfo_flag, persistent_id=persistent_id)
     p.dump(type(obj))
     p.dump(obj.__getstate__())
     return f.getvalue()
@@ -340,13 +340,15 @@ def _build(directory) -> SimpleNamespace:
                     if (dbname, r.oid) not in classes:
                         klass = type(jar.get(r.oid))
                         classes[dbname, r.oid] = [klass.__module__, klass.__name__]
-        # The zoneinfo values ZODB cannot write (see _stdlib_record), as a
-        # record of a storage of their own.
+        # The zoneinfo values ZODB cannot write (see _stdlib_record), as
+        # records of a storage of their own: as CPython pickles them (the
+        # cache flag 1), and as PyPy does (True).
         zones = zodbapp.Item(keyed=keyed, scalars=scalars, **_zoneinfo_values())
-        zones_oid = p64(1)
-        records.append(SimpleNamespace(db="stdlib", oid=zones_oid, tid=p64(0), data=_stdlib_record(zones)))
-        classes["stdlib", zones_oid] = ["zodbapp", "Item"]
-        oids["zones"] = zones_oid
+        for name, oid, flag in [("zones", p64(1), cpython_pickle.C_FLAG),
+                                ("zones_pure_python", p64(2), cpython_pickle.PURE_PYTHON_FLAG)]:
+            records.append(SimpleNamespace(db="stdlib", oid=oid, tid=p64(0), data=_stdlib_record(zones, flag)))
+            classes["stdlib", oid] = ["zodbapp", "Item"]
+            oids[name] = oid
         latest = {}
         for rec in records:  # storage order: the last revision wins
             latest[rec.db, rec.oid] = rec
@@ -409,10 +411,12 @@ def test_the_content_aware_comparison_sees_contents(zodb):
     import pickle
 
     rec = zodb.latest["main", zodb.oids["subclasses"]]
+    class Unpickler(pickle.Unpickler):  # persistent_load is read-only on 3.13 instances
+        def persistent_load(self, pid):
+            return None
+
     f = io.BytesIO(rec.data)
-    u = pickle.Unpickler(f)
-    u.persistent_load = lambda pid: None
-    u.load()
+    Unpickler(f).load()
     state_at = f.tell()
     assert _same(rec.data, rec.data)
     changed = rec.data[:state_at] + rec.data[state_at:].replace(b"later", b"LATER")
@@ -627,11 +631,9 @@ def test_the_reference_zoneinfo_marker_encodes_what_cpython_pickles(impl):
     # Rows the reference wrote hold {"@dt": ..., "@tz": {"zoneinfo": key}}
     # for CPython's zoneinfo datetimes (cache flag int 1); encoding them must
     # give back those objects (CONTRACT promise 2), not a variant with True.
-    import pickle
-
     value = datetime.datetime(2025, 3, 30, 2, 30, tzinfo=zoneinfo.ZoneInfo("Europe/Vienna"))
     f = io.BytesIO()
-    p = pickle.Pickler(f, 3)
+    p = cpython_pickle.Pickler(f, 3)  # CPython's pickle, on PyPy too
     p.dump(("zodbapp", "Item"))  # noqa: the class pickle is irrelevant here
     p.dump({"when": value})
     original = f.getvalue()
@@ -639,6 +641,65 @@ def test_the_reference_zoneinfo_marker_encodes_what_cpython_pickles(impl):
     encoded = impl.encode_zodb_record({"@cls": ["zodbapp", "Item"], "@s": {
         "when": {"@dt": "2025-03-30T02:30:00", "@tz": {"zoneinfo": "Europe/Vienna"}}}})
     assert _fidelity.same(_fidelity.load_record(original)[1], _fidelity.load_record(encoded)[1])
+
+
+# CPython's pickle of datetime(2025, 3, 30, 2, 30, tzinfo=ZoneInfo("Europe/Vienna")), protocol 3.
+CPYTHON_ZONEINFO_PICKLE = (
+    b"\x80\x03cdatetime\ndatetime\nq\x00C\n\x07\xe9\x03\x1e\x02\x1e\x00\x00\x00\x00q\x01"
+    b"cbuiltins\ngetattr\nq\x02czoneinfo\nZoneInfo\nq\x03X\t\x00\x00\x00_unpickleq\x04\x86q\x05Rq\x06"
+    b"X\r\x00\x00\x00Europe/Viennaq\x07K\x01\x86q\x08Rq\t\x86q\nRq\x0b."
+)
+
+
+def test_the_zoneinfo_pickles_are_what_each_interpreter_writes():
+    # The tests above build CPython's pickles with cpython_pickle on every
+    # interpreter: it must write exactly what CPython writes, and with
+    # bool exactly what the pure-Python zoneinfo (PyPy's) writes.
+    import pickle
+    import sys
+
+    value = datetime.datetime(2025, 3, 30, 2, 30, tzinfo=zoneinfo.ZoneInfo("Europe/Vienna"))
+    pure_python = CPYTHON_ZONEINFO_PICKLE.replace(b"Viennaq\x07K\x01", b"Viennaq\x07\x88")
+    assert cpython_pickle.dumps(value) == CPYTHON_ZONEINFO_PICKLE
+    assert cpython_pickle.dumps(value, zoneinfo_flag=cpython_pickle.PURE_PYTHON_FLAG) == pure_python
+    native = pure_python if sys.implementation.name == "pypy" else CPYTHON_ZONEINFO_PICKLE
+    assert pickle.dumps(value, 3) == native
+    # ZoneInfo.no_cache: the flag 0 (False)
+    nocache = cpython_pickle.dumps(zoneinfo.ZoneInfo.no_cache("UTC"))
+    assert nocache.endswith(b"UTCq\x05K\x00\x86q\x06Rq\x07.")
+
+
+def test_the_pure_python_zoneinfo_pickle_stays_generic_and_loses_nothing(impl, zodb, pg_dsn):
+    # PyPy's pure-Python zoneinfo pickles the cache flag as True (NEWTRUE),
+    # not the int 1 the marker {"@tz": {"zoneinfo": key}} writes back: the
+    # codec keeps that call in the generic form, True included, and the
+    # record comes back as it was through both paths (CONTRACT promise 1).
+    data = zodb.latest["stdlib", zodb.oids["zones_pure_python"]].data
+    assert b"K\x01\x86" not in data and re.search(rb"Europe/Vienna(q.)?\x88\x86", data, re.S)
+    z = impl.decode_zodb_record(data)["@s"]
+    zone = {"@reduce": {
+        "callable": {"@reduce": {"callable": {"@cls": ["builtins", "getattr"]},
+                                 "args": {"@t": [{"@cls": ["zoneinfo", "ZoneInfo"]}, "_unpickle"]}}},
+        "args": {"@t": ["Europe/Vienna", True]}}}
+    when = base64.b64encode(b"\x07\xe9\x03\x1e\x02\x1e\x00\x00\x00\x00").decode()  # 2025-03-30 02:30
+    want = {"@reduce": {"callable": {"@cls": ["datetime", "datetime"]}, "args": {"@t": [{"@b": when}, zone]}}}
+    assert json.dumps(z["zone"]) == json.dumps(want)  # json tells True from 1
+    for name in ("zone", "zone_utc", "zone_fold", "clock_zone", "zones"):
+        assert "@tz" not in json.dumps(z[name]), name  # no {"@tz": {"zoneinfo": key}} anywhere
+    again = impl.encode_zodb_record(impl.decode_zodb_record(data))
+    assert _fidelity.same(_fidelity.load_record(data), _fidelity.load_record(again))
+    module, name, text, _ = impl.decode_zodb_record_for_pg_json(data)
+    (stored,) = jsonb_texts(pg_dsn, [text])
+    again = impl.encode_zodb_record({"@cls": [module, name], "@s": json.loads(stored)})
+    assert _fidelity.same(_fidelity.load_record(data), _fidelity.load_record(again))
+    # The comparison sees the flag: the CPython form of the same record differs.
+    cpython_form = zodb.latest["stdlib", zodb.oids["zones"]].data
+    assert not _fidelity.same(_fidelity.load_record(data), _fidelity.load_record(cpython_form))
+    # Single pickles: pickle_to_dict / pickle_to_json and back.
+    single = cpython_pickle.dumps(_zoneinfo_values(), zoneinfo_flag=cpython_pickle.PURE_PYTHON_FLAG)
+    for there, back in ((impl.pickle_to_dict, impl.dict_to_pickle), (impl.pickle_to_json, impl.json_to_pickle)):
+        again = back(there(single))
+        assert _fidelity.same(_fidelity.Loader(io.BytesIO(single)).load(), _fidelity.Loader(io.BytesIO(again)).load())
 
 
 def test_floats_and_strings_in_the_postgresql_json(impl, zodb, pg_dsn):
