@@ -305,42 +305,38 @@ def _append(ctx: _Context, target: Any, items: list, pos: int, opname: str) -> N
 # ---------------------------------------------------------------------------
 
 def _persistent_ref(ctx: _Context, pid: Any, pos: int) -> dict:
-    _collect_ref(ctx, pid)
+    """The @ref marker of a persistent id; its oid goes into refs as ZODB's referencesf finds it."""
+    oid = None
+    first = None
+    if type(pid) is dict and len(pid) == 1:
+        if "@t" in pid:
+            items = pid["@t"]
+            if items:
+                first = items[0]
+        elif "@b" in pid:
+            oid = binascii.a2b_base64(pid["@b"])  # a bare oid (__getnewargs__ classes)
+        if type(first) is dict and len(first) == 1 and "@b" in first:
+            oid = binascii.a2b_base64(first["@b"])  # (oid, klass)
+    elif type(pid) is str and len(pid) == 8 and pid.isascii():
+        oid = pid.encode("ascii")  # referencesf takes an ASCII text id as an oid
+    if oid is not None and len(oid) == 8:
+        ctx.refs.append(_from_bytes(oid, "big", signed=True))
     if not ctx.compact:
         return {"@ref": pid}
-    if type(pid) is dict and len(pid) == 1 and "@t" in pid:
-        items = pid["@t"]
-        if len(items) == 2 and type(items[0]) is dict and len(items[0]) == 1 and "@b" in items[0]:
-            oid_hex = binascii.a2b_base64(items[0]["@b"]).hex()
-            klass = items[1]
-            if klass is None:
-                return {"@ref": oid_hex}
-            if _is_global(klass):
-                module, name = klass["@cls"]
-                if "." not in name:
-                    return {"@ref": [oid_hex, f"{module}.{name}" if module else name]}
+    if first is not None and oid is not None and len(pid["@t"]) == 2:
+        klass = pid["@t"][1]
+        if klass is None:
+            return {"@ref": oid.hex()}
+        if _is_global(klass):
+            module, name = klass["@cls"]
+            if "." not in name:  # "module.Name" is split at its last dot on the way back
+                return {"@ref": [oid.hex(), f"{module}.{name}" if module else name]}
     elif type(pid) is str:
         if _known.is_hex(pid):
             ctx.unrepresentable = True  # would read back as an oid
     elif type(pid) is list and len(pid) == 2 and type(pid[0]) is str and type(pid[1]) is str:
         ctx.unrepresentable = True  # would read back as [oid, class]
     return {"@ref": pid}
-
-
-def _collect_ref(ctx: _Context, pid: Any) -> None:
-    """Oids as ZODB's referencesf finds them: (oid, klass), a bare oid, an ASCII id."""
-    oid = None
-    if type(pid) is dict and len(pid) == 1:
-        if "@t" in pid:
-            items = pid["@t"]
-            if items and type(items[0]) is dict and len(items[0]) == 1 and "@b" in items[0]:
-                oid = binascii.a2b_base64(items[0]["@b"])
-        elif "@b" in pid:
-            oid = binascii.a2b_base64(pid["@b"])
-    elif type(pid) is str and len(pid) == 8 and pid.isascii():
-        oid = pid.encode("ascii")
-    if oid is not None and len(oid) == 8:
-        ctx.refs.append(_from_bytes(oid, "big", signed=True))
 
 
 # ---------------------------------------------------------------------------
