@@ -242,7 +242,16 @@ def float_marker(value: float) -> Optional[str]:
     return None
 
 
+_FLOAT_TEXT = re.compile(r"-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?\Z")
+
+
 def float_from_marker(text: Any) -> float:
+    """The float of an ``@f`` marker: NaN, an infinity, -0.0, or a finite float's text.
+
+    The last form is what ``decode_zodb_record_for_pg`` writes for integral
+    floats from 1e16 up, which ``json.dumps`` spells ``1e+16`` and ``jsonb``
+    would then turn into an integer.
+    """
     if text == "nan":
         return math.nan
     if text == "inf":
@@ -251,7 +260,11 @@ def float_from_marker(text: Any) -> float:
         return -math.inf
     if text == "-0.0":
         return -0.0
-    raise CodecError(f"@f must be 'nan', 'inf', '-inf' or '-0.0', not {str(text)[:40]!r}")
+    if type(text) is str and _FLOAT_TEXT.match(text):
+        value = float(text)
+        if value - value == 0.0:
+            return value
+    raise CodecError(f"@f must be 'nan', 'inf', '-inf', '-0.0' or a finite float, not {str(text)[:40]!r}")
 
 
 def float_text(value: float, plus_exponent: bool, positional_integers: bool) -> str:

@@ -1097,8 +1097,8 @@ def decode_zodb_record_for_pg(data: Any) -> tuple:
     """
     module, name, state, refs, flags, start = _decode_record(data)
     _check_class_names(module, name)
-    if flags & (F_NUL | F_SURROGATE | F_FLOAT):
-        state = _in_state(sanitize_for_pg, start, state)
+    if flags & (F_NUL | F_SURROGATE | F_FLOAT | F_EXP_FLOAT):
+        state = _in_state(sanitize_for_pg, start, state, True, True)
     return module, name, state, refs
 
 

@@ -67,12 +67,15 @@ def _check_class_value(v: Any) -> None:
                              "which PostgreSQL cannot store")
 
 
-def sanitize_for_pg(v: Any, pg: bool = True) -> Any:
+def sanitize_for_pg(v: Any, pg: bool = True, integral_floats: bool = False) -> Any:
     """A copy of v whose strings, keys and floats all survive a jsonb column.
 
     ``pg=False``: only what no JSON text can hold (NaN, infinities, lone
-    surrogates), for ``pickle_to_json``.  A user dict that the rewriting
-    would turn into a marker (``{"@reduce": nan}``) is written as ``@d``.
+    surrogates), for ``pickle_to_json``.  ``integral_floats``: also floats
+    from 1e16 up, for the ``decode_zodb_record_for_pg`` dict, which callers
+    turn into JSON with ``json.dumps`` (``1e+16``: an integer in jsonb).
+    A user dict that the rewriting would turn into a marker
+    (``{"@reduce": nan}``) is written as ``@d``.
     """
     t = type(v)
     if t is str:
@@ -81,18 +84,22 @@ def sanitize_for_pg(v: Any, pg: bool = True) -> Any:
         return {"@su": b64encode(v.encode("utf-8", "surrogatepass"))} if has_surrogate(v) else v
     if t is float:
         marker = float_marker(v)
-        if marker is None or (marker == "-0.0" and not pg):
+        if marker is None:
+            if integral_floats and (v >= 1e16 or v <= -1e16):
+                return {"@f": repr(v)}
+            return v
+        if marker == "-0.0" and not pg:
             return v
         return {"@f": marker}
     if t is list:
-        return [sanitize_for_pg(x, pg) for x in v]
+        return [sanitize_for_pg(x, pg, integral_floats) for x in v]
     if t is dict:
         if "@cls" in v and type(v["@cls"]) is list:
             _check_class_value(v["@cls"])
         if len(v) == 1 and "@ref" in v and type(v["@ref"]) is list:
             _check_class_value(v["@ref"])
-        out = {(_escaped_key(k) if type(k) is str and (pg or has_surrogate(k)) else k): sanitize_for_pg(x, pg)
-               for k, x in v.items()}
+        out = {(_escaped_key(k) if type(k) is str and (pg or has_surrogate(k)) else k):
+               sanitize_for_pg(x, pg, integral_floats) for k, x in v.items()}
         if len(out) <= 4 and marker_kind(out, True) is not None and marker_kind(v, True) is None:
             return {"@d": [[k, x] for k, x in out.items()]}
         return out
