@@ -197,3 +197,25 @@ def test_pytz_values_compare_for_real():
     a = record({"t": berlin.localize(datetime.datetime(2024, 7, 1))})
     assert same_records(a, record({"t": berlin.localize(datetime.datetime(2024, 7, 1))}, 2))
     assert not same_records(a, record({"t": berlin.localize(datetime.datetime(2024, 1, 1)).replace(month=7)}))
+
+
+def test_pytz_utc_and_timezone_utc_are_the_same_zone_with_or_without_pytz(monkeypatch):
+    """Both are written "+00:00" (CONTRACT promise 3); without pytz its UTC is a stand-in."""
+    pytz = pytest.importorskip("pytz")
+    when = datetime.datetime(2024, 7, 1, 8)
+    a = record({"t": when.replace(tzinfo=pytz.utc)})
+    b = record({"t": when.replace(tzinfo=datetime.timezone.utc)})
+    fixed = record({"t": when.replace(tzinfo=datetime.timezone(datetime.timedelta(hours=1)))})
+    assert same_records(a, b)
+    assert not same_records(a, fixed)
+    real_find_class = pickle._Unpickler.find_class
+
+    def without_pytz(self, module, name):
+        if module == "pytz":
+            raise ImportError("pytz is not installed")
+        return real_find_class(self, module, name)
+
+    monkeypatch.setattr(pickle._Unpickler, "find_class", without_pytz)
+    assert type(load_record(a)[1]["t"].tzinfo).__name__ == "_TzStandIn"
+    assert same_records(a, b)
+    assert not same_records(a, fixed)

@@ -273,7 +273,13 @@ def same(a: Any, b: Any) -> bool:
 
 
 def _is_utc(tz: Any) -> bool:
-    return tz is datetime.timezone.utc or (type(tz).__module__.startswith("pytz") and type(tz).__name__ == "UTC")
+    """datetime.timezone.utc, pytz.utc, or pytz.utc's stand-in where pytz is not installed."""
+    if tz is datetime.timezone.utc:
+        return True
+    if type(tz).__module__.startswith("pytz") and type(tz).__name__ == "UTC":
+        return True
+    inner = getattr(tz, "inner", None) if type(tz) is _TzStandIn else None
+    return type(inner).__qualname__ == "pytz._UTC" and not inner._args and inner._state is None
 
 
 def _same_tzinfo(a: Any, b: Any) -> bool:
