@@ -413,18 +413,10 @@ def _m_pairs(w: _Writer, d: dict, depth: int) -> None:
 
 
 def _m_set(w: _Writer, d: dict, depth: int) -> None:
-    # builtins.set([items]) / frozenset([items]), written inline: sets nest deeply in practice.
-    items = d["@set"] if "@set" in d else d["@fset"]
+    # builtins.set([items]): the list stands at the marker's level, its items one below.
     w.global_("builtins", "set" if "@set" in d else "frozenset")
-    ap = w.parts.append
-    ap(b"]")
-    if items:
-        ap(_MARK)
-        value = w.value
-        for x in items:
-            value(x, depth + 1)
-        ap(_APPENDS)
-    ap(_TUPLE1 + _REDUCE)
+    w.value(d["@set"] if "@set" in d else d["@fset"], depth)
+    w.parts.append(_TUPLE1 + _REDUCE)
 
 
 def _m_global(w: _Writer, d: dict, depth: int) -> None:
