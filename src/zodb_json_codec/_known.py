@@ -16,7 +16,7 @@ import datetime as _dt
 import re
 from typing import Any, Optional
 
-from ._common import CodecError, I64_MAX, I64_MIN, b64decode, decimal_to_int
+from ._common import CodecError, I64_MAX, I64_MIN
 
 # ---------------------------------------------------------------------------
 # Small helpers on decoded values
@@ -381,8 +381,6 @@ def timezone_call(total_us: int) -> Call:
                 [Call(Global("datetime", "timedelta"), [td.days, td.seconds, td.microseconds])])
 
 
-_UTC_CALL_ARGS = 0
-
 
 def tz_call(tz: Any, whole: str) -> Call:
     """The call that recreates an ``@tz`` zone."""
@@ -480,10 +478,6 @@ def uuid_int(text: Any) -> int:
         raise CodecError(f"invalid pickle data: invalid UUID hex: {text[:60]!r}") from None
 
 
-def bigint_value(text: Any) -> int:
-    return decimal_to_int(text)
-
-
 def native_call(value: Any) -> Optional[Any]:
     """A Call (or ``("uuid", int)``) for a native Python value of a known type, else None."""
     t = type(value)
@@ -526,7 +520,3 @@ def native_tz_call(tz: Any) -> Call:
             raise TypeError("cannot encode a ZoneInfo made from a file (it has no key)")
         return zoneinfo_call(tz.key)
     raise TypeError(f"cannot encode tzinfo of type {t.__module__}.{t.__qualname__}")
-
-
-def b64_raw(text: Any, what: str) -> bytes:
-    return b64decode(text, what)
