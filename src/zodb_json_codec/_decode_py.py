@@ -18,9 +18,9 @@ from typing import Any, List, Optional, Tuple
 from . import _known
 from ._common import (
     I64_MAX, I64_MIN, MAX_BIGINT_BITS, MAX_DEPTH, CodecError, b64encode, btree_kind, bytes_argument,
-    decimal_to_int, ensure_recursion_limit, float_marker, has_surrogate, int_to_decimal, marker_kind, unescape_key,
+    decimal_to_int, ensure_recursion_limit, float_marker, int_to_decimal, marker_kind, unescape_key,
 )
-from ._jsontext_py import pg_json_text, pretty_json_text, sanitize_for_pg
+from ._jsontext_py import check_class_names, pg_json_text, pretty_json_text, sanitize_for_pg
 
 ensure_recursion_limit()
 
@@ -1122,10 +1122,10 @@ def _in_state(write: Any, start: int, *args: Any) -> Any:
 
 
 def _check_class_names(module: str, name: str) -> None:
-    for part in (module, name):
-        if "\x00" in part or (not part.isascii() and has_surrogate(part)):
-            raise CodecError("the class module or name contains U+0000 or a lone surrogate, "
-                             "which PostgreSQL cannot store (class pickle at offset 0)")
+    try:
+        check_class_names((module, name))
+    except CodecError as exc:
+        raise CodecError(f"{exc} (class pickle at offset 0)") from None
 
 
 def _decode_pickle(data: Any) -> Any:

@@ -60,7 +60,8 @@ def _escaped_key(k: str) -> str:
     return k
 
 
-def _check_class_value(v: Any) -> None:
+def check_class_names(v: Any) -> None:
+    """Module and class names go into JSON verbatim: PostgreSQL must be able to store them."""
     for part in v:
         if type(part) is str and ("\x00" in part or (not part.isascii() and has_surrogate(part))):
             raise CodecError("a class module or name contains U+0000 or a lone surrogate, "
@@ -95,9 +96,9 @@ def sanitize_for_pg(v: Any, pg: bool = True, integral_floats: bool = False) -> A
         return [sanitize_for_pg(x, pg, integral_floats) for x in v]
     if t is dict:
         if "@cls" in v and type(v["@cls"]) is list:
-            _check_class_value(v["@cls"])
+            check_class_names(v["@cls"])
         if len(v) == 1 and "@ref" in v and type(v["@ref"]) is list:
-            _check_class_value(v["@ref"])
+            check_class_names(v["@ref"])
         out = {(_escaped_key(k) if type(k) is str and (pg or has_surrogate(k)) else k):
                sanitize_for_pg(x, pg, integral_floats) for k, x in v.items()}
         if len(out) <= 4 and marker_kind(out, True) is not None and marker_kind(v, True) is None:
