@@ -7,8 +7,9 @@ object"), so there the pure-Python driver pg8000 talks to the same socket.
 
 from __future__ import annotations
 
+import json
 import sys
-from typing import List, Sequence, Tuple, Type
+from typing import Any, List, Sequence, Tuple, Type
 
 QUERY = "SELECT j::jsonb::text FROM unnest(%s::text[]) WITH ORDINALITY AS u(j, n) ORDER BY n"
 
@@ -46,3 +47,10 @@ def database_errors() -> Tuple[Type[BaseException], ...]:
     import psycopg
 
     return (psycopg.Error,)
+
+
+def record_after_jsonb(impl: Any, data: bytes, dsn: str) -> bytes:
+    """The record the JSON text path gives back after a real jsonb column."""
+    module, name, text, _ = impl.decode_zodb_record_for_pg_json(data)
+    (stored,) = jsonb_texts(dsn, [text])
+    return impl.encode_zodb_record({"@cls": [module, name], "@s": json.loads(stored)})

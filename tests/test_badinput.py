@@ -717,15 +717,13 @@ def test_1001_nested_containers_decode_and_1002_do_not(impl, shape):
 def test_the_deepest_decodable_record_encodes_back(impl, shape, pg_dsn):
     # Whatever decodes must encode back to the same objects (CONTRACT
     # promise 1): the encoders' depth limit may not be stricter than the decoder's.
-    from pgjsonb import jsonb_texts
+    from pgjsonb import record_after_jsonb
 
     depth = _deepest(lambda n: _decodes(impl, rec(_nested(shape, n))))
     data = rec(_nested(shape, depth))
     again = impl.encode_zodb_record(impl.decode_zodb_record(data))
     assert _fidelity.same(_fidelity.load_record(data), _fidelity.load_record(again))
-    module, name, text, _ = impl.decode_zodb_record_for_pg_json(data)
-    (stored,) = jsonb_texts(pg_dsn, [text])
-    again = impl.encode_zodb_record({"@cls": [module, name], "@s": json.loads(stored)})
+    again = record_after_jsonb(impl, data, pg_dsn)
     assert _fidelity.same(_fidelity.load_record(data), _fidelity.load_record(again))
     single_data = single(_nested(shape, depth))
     again = impl.json_to_pickle(impl.pickle_to_json(single_data))

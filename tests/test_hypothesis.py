@@ -82,25 +82,21 @@ def make_record(meta, state, zodb: bool = True) -> bytes:
     zoneinfo's cache flag True; with zodb=False they are written as CPython
     writes them (flag 1) there too.
     """
+    return _dump([meta, state], zodb)
+
+
+def make_pickle(value, zodb: bool = True) -> bytes:
+    return _dump([value], zodb)
+
+
+def _dump(values, zodb: bool) -> bytes:
+    """values pickled one after another by one pickler: zodbpickle's, or CPython's where it cannot."""
     for use_zodb in ((True, False) if zodb else (False,)):
         f = io.BytesIO()
         p = _pickler(f, use_zodb)
         try:
-            p.dump(meta)
-            p.dump(state)
-        except (pickle.PicklingError, zodbpickle.pickle.PicklingError):
-            if use_zodb:
-                continue
-            raise
-        return f.getvalue()
-    raise AssertionError("unreachable")
-
-
-def make_pickle(value, zodb: bool = True) -> bytes:
-    for use_zodb in ((True, False) if zodb else (False,)):
-        f = io.BytesIO()
-        try:
-            _pickler(f, use_zodb).dump(value)
+            for value in values:
+                p.dump(value)
         except (pickle.PicklingError, zodbpickle.pickle.PicklingError):
             if use_zodb:
                 continue
