@@ -18,52 +18,19 @@ from typing import Any, List, Optional, Tuple
 from . import _known
 from ._common import (
     I64_MAX, I64_MIN, MAX_BIGINT_BITS, MAX_DEPTH, CodecError, b64encode, btree_kind, bytes_argument,
-    decimal_to_int, ensure_recursion_limit, float_marker, int_to_decimal, marker_kind, unescape_key,
+    decimal_to_int, ensure_recursion_limit, float_marker, int_to_decimal, marker_kind,
 )
-from ._jsontext_py import check_class_names, pg_json_text, pretty_json_text, sanitize_for_pg
+from ._decode_common import (
+    F_ESCAPED_KEY, F_EXP_FLOAT, F_FLOAT, F_NUL, F_SURROGATE, NEWOBJ, NOT_CONTAINER_OPS, REDUCE, Obj,
+    Unrepresentable, check_class_names_at_offset_0, finish, in_state, is_global, render_obj,
+)
+from ._jsontext_py import pg_json_text, pretty_json_text, sanitize_for_pg
 
 ensure_recursion_limit()
 
 _from_bytes = int.from_bytes
 _b2a = binascii.b2a_base64
 _unpack_double = struct.Struct(">d").unpack_from
-
-# Flags describing what a decoded value holds, so the PostgreSQL paths only
-# walk the tree again when something in it needs rewriting.
-F_NUL = 1          # a string with U+0000
-F_SURROGATE = 2    # a string with a lone surrogate
-F_FLOAT = 4        # NaN, +-inf or -0.0
-F_EXP_FLOAT = 8    # a float whose repr uses an exponent
-F_ESCAPED_KEY = 16  # a key that looks like "@ns:..." / "@su:..."
-
-# Kinds of objects under construction (REDUCE / NEWOBJ results).
-_REDUCE, _NEWOBJ = 0, 1
-
-# Opcodes that make a container (or may): an upper bound for the nesting depth.
-_CONTAINER_OPS = b"()]}tld\x85\x86\x87RbQP\x81\x92\x8f\x91io"
-_NOT_CONTAINER_OPS = bytes(b for b in range(256) if b not in _CONTAINER_OPS)
-
-
-class _Unrepresentable(Exception):
-    """The record is valid but JSON cannot carry it: fall back to @pkl."""
-
-
-class _Obj:
-    """An object under construction: what CPython would call and set state on."""
-
-    __slots__ = ("value", "kind", "callable", "args", "kwargs", "state", "built", "items", "appends")
-
-    def __init__(self, value: dict, kind: int, callable_: Any, args: Any, kwargs: Any = None) -> None:
-        self.value = value
-        self.kind = kind
-        self.callable = callable_
-        self.args = args
-        self.kwargs = kwargs
-        self.state = None
-        self.built = False
-        self.items: Optional[list] = None
-        self.appends: Optional[list] = None
-
 
 class _Context:
     """Per-call decoding state (no module-level mutable state: thread safe)."""
@@ -75,7 +42,7 @@ class _Context:
         self.data = data
         self.compact = compact
         self.memo: dict = {}
-        self.objs: dict = {}        # id(value) -> _Obj, for REDUCE/NEWOBJ results
+        self.objs: dict = {}        # id(value) -> Obj, for REDUCE/NEWOBJ results
         self.dforms: dict = {}      # id(dict) -> dict, dicts switched to the @d pair form
         self.shared: dict = {}      # id -> value for mutable values fetched from the memo / DUP
         self.cyclic = False         # a shared value was mutated: the graph may have a cycle
@@ -125,71 +92,6 @@ def _int_value(v: int, ctx: "_Context") -> Any:
     return {"@bi": int_to_decimal(v)}
 
 
-def _is_global(v: Any) -> bool:
-    return type(v) is dict and len(v) == 1 and "@cls" in v
-
-
-# ---------------------------------------------------------------------------
-# Objects under construction
-# ---------------------------------------------------------------------------
-
-def _render_obj(obj: _Obj, ctx: _Context) -> None:
-    """Rewrite obj.value in place to the markers for what has been built so far."""
-    value = obj.value
-    callable_, args = obj.callable, obj.args
-    content: dict
-    if obj.kind == _REDUCE:
-        known = None
-        if not obj.built and obj.items is None and obj.appends is None:
-            known = _known.recognize_reduce(callable_, args, ctx.objs)
-        if known is not None:
-            content = known
-        else:
-            inner = {"callable": callable_, "args": args}
-            if obj.built:
-                inner["state"] = obj.state
-            if obj.items is not None:
-                inner["items"] = obj.items
-            if obj.appends is not None:
-                inner["appends"] = obj.appends
-            content = {"@reduce": inner}
-    else:
-        plain_newobj = (obj.built and obj.kwargs is None and _is_global(callable_)
-                        and type(args) is dict and "@t" in args)
-        if plain_newobj:
-            module, name = callable_["@cls"]
-            state = obj.state
-            if type(args) is dict and args.get("@t") == [] and (module, name) == ("uuid", "UUID"):
-                uuid_text = _known.uuid_from_state(state)
-                if uuid_text is not None and obj.items is None and obj.appends is None:
-                    value.clear()
-                    value["@uuid"] = uuid_text
-                    return
-            kind = btree_kind(module, name)
-            if kind is not None:
-                state = _known.btree_state(state, kind[0], kind[1])
-            if args["@t"]:
-                state = {"@args": args, "@state": state}
-            content = {"@cls": [module, name], "@s": state}
-            if obj.items is not None:
-                content["@items"] = obj.items
-            if obj.appends is not None:
-                content["@appends"] = obj.appends
-        else:
-            inner = {"callable": callable_, "args": args}
-            if obj.kwargs is not None:
-                inner["kwargs"] = obj.kwargs
-            if obj.built:
-                inner["state"] = obj.state
-            if obj.items is not None:
-                inner["items"] = obj.items
-            if obj.appends is not None:
-                inner["appends"] = obj.appends
-            content = {"@newobj": inner}
-    value.clear()
-    value.update(content)
-
-
 def _may_be_callable(ctx: _Context, value: Any) -> bool:
     """A class, a reference, or an object built by the pickle: anything else cannot be called."""
     if type(value) is not dict:
@@ -203,13 +105,13 @@ def _new_obj(ctx: _Context, kind: int, callable_: Any, args: Any, kwargs: Any = 
     if not _may_be_callable(ctx, callable_):
         ctx.uncallable = True
     value: dict = {}
-    obj = _Obj(value, kind, callable_, args, kwargs)
+    obj = Obj(value, kind, callable_, args, kwargs)
     ctx.objs[id(value)] = obj
-    _render_obj(obj, ctx)
+    render_obj(obj, ctx.objs)
     return value
 
 
-def _obj_of(ctx: _Context, value: Any) -> Optional[_Obj]:
+def _obj_of(ctx: _Context, value: Any) -> Optional[Obj]:
     if type(value) is not dict:
         return None
     obj = ctx.objs.get(id(value))
@@ -247,7 +149,7 @@ def _set_items(ctx: _Context, target: Any, items: list, pos: int, opname: str) -
             pairs = obj.items = []
         for i in range(0, len(items), 2):
             pairs.append([items[i], items[i + 1]])
-        _render_obj(obj, ctx)
+        render_obj(obj, ctx.objs)
         return
     dform = ctx.dforms.get(id(target)) if ctx.dforms else None
     if dform is not None and dform is target:
@@ -297,7 +199,7 @@ def _append(ctx: _Context, target: Any, items: list, pos: int, opname: str) -> N
     if obj.appends is None:
         obj.appends = []
     obj.appends.extend(items)
-    _render_obj(obj, ctx)
+    render_obj(obj, ctx.objs)
 
 
 # ---------------------------------------------------------------------------
@@ -327,7 +229,7 @@ def _persistent_ref(ctx: _Context, pid: Any, pos: int) -> dict:
         klass = pid["@t"][1]
         if klass is None:
             return {"@ref": oid.hex()}
-        if _is_global(klass):
+        if is_global(klass):
             module, name = klass["@cls"]
             if "." not in name:  # "module.Name" is split at its last dot on the way back
                 return {"@ref": [oid.hex(), f"{module}.{name}" if module else name]}
@@ -499,12 +401,12 @@ def _load(data: bytes, pos: int, ctx: _Context) -> Tuple[Any, int]:
                 if len(stack) < 2:
                     raise _err("pickle stack underflow", start)
                 args = pop()
-                stack[-1] = _new_obj(ctx, _REDUCE, stack[-1], args)
+                stack[-1] = _new_obj(ctx, REDUCE, stack[-1], args)
             elif op == 0x81:  # NEWOBJ
                 if len(stack) < 2:
                     raise _err("pickle stack underflow", start)
                 args = pop()
-                stack[-1] = _new_obj(ctx, _NEWOBJ, stack[-1], args)
+                stack[-1] = _new_obj(ctx, NEWOBJ, stack[-1], args)
             elif op == 0x62:  # BUILD
                 if len(stack) < 2:
                     raise _err("pickle stack underflow", start)
@@ -678,7 +580,7 @@ def _load(data: bytes, pos: int, ctx: _Context) -> Tuple[Any, int]:
                 args = pop()
                 if type(kwargs) is dict and not kwargs:
                     kwargs = None  # NEWOBJ_EX without keywords is NEWOBJ
-                stack[-1] = _new_obj(ctx, _NEWOBJ, stack[-1], args, kwargs)
+                stack[-1] = _new_obj(ctx, NEWOBJ, stack[-1], args, kwargs)
             elif op == 0x8D or op == 0x8E:  # BINUNICODE8 / BINBYTES8
                 if pos + 8 > end:
                     raise _eof(pos)
@@ -701,7 +603,7 @@ def _load(data: bytes, pos: int, ctx: _Context) -> Tuple[Any, int]:
                     raise _eof(pos)
                 raw_b = {"@b": b64encode(data[pos:pos + n])}
                 pos += n
-                push(_new_obj(ctx, _REDUCE, {"@cls": ["builtins", "bytearray"]}, {"@t": [raw_b]}))
+                push(_new_obj(ctx, REDUCE, {"@cls": ["builtins", "bytearray"]}, {"@t": [raw_b]}))
             elif op == 0x54:  # BINSTRING
                 if pos + 4 > end:
                     raise _eof(pos)
@@ -885,8 +787,8 @@ def _parse_int(line: bytes, start: int, what: str) -> int:
 def _instantiate(ctx: _Context, klass: Any, args: list) -> dict:
     """INST/OBJ: CPython calls the class when there are arguments, else only __new__."""
     if args:
-        return _new_obj(ctx, _REDUCE, klass, {"@t": args})
-    return _new_obj(ctx, _NEWOBJ, klass, {"@t": []})
+        return _new_obj(ctx, REDUCE, klass, {"@t": args})
+    return _new_obj(ctx, NEWOBJ, klass, {"@t": []})
 
 
 def _build(ctx: _Context, target: Any, state: Any) -> Any:
@@ -896,7 +798,7 @@ def _build(ctx: _Context, target: Any, state: Any) -> Any:
     if obj is not None and not obj.built:
         obj.built = True
         obj.state = state
-        _render_obj(obj, ctx)
+        render_obj(obj, ctx.objs)
         return target
     # BUILD on anything else (a class, a built object, a plain value).
     return {"@inst": {"@obj": target, "@state": state}}
@@ -906,112 +808,13 @@ def _build(ctx: _Context, target: Any, state: Any) -> Any:
 # After the walk: depth, cycles, escapes
 # ---------------------------------------------------------------------------
 
+# ---------------------------------------------------------------------------
+# After the walk
+# ---------------------------------------------------------------------------
+
 def _finish(value: Any, ctx: _Context, data: bytes, start: int) -> Any:
-    """Check the value tree of the pickle at ``start``; raise _Unrepresentable when JSON cannot carry it."""
-    if ctx.unrepresentable:
-        raise _Unrepresentable()
-    try:
-        if ctx.cyclic and _has_cycle(value):
-            raise _Unrepresentable()
-        if len(data.translate(None, _NOT_CONTAINER_OPS)) > MAX_DEPTH or ctx.cyclic:
-            _check_depth(value)
-    except CodecError as exc:
-        raise CodecError(f"{exc} (more than {MAX_DEPTH} levels) in the pickle at offset {start}") from None
-    if ctx.flags & F_ESCAPED_KEY:
-        value = _escape_keys(value)
-    return value
-
-
-def _has_cycle(root: Any) -> bool:
-    """Does the value graph contain itself?  Deeper than the limit is a depth error."""
-    on_path: set = set()
-    done: set = set()
-
-    def visit(v: Any, depth: int) -> bool:
-        t = type(v)
-        if t is dict:
-            children = v.values()
-        elif t is list:
-            children = v
-        else:
-            return False
-        key = id(v)
-        if key in on_path:
-            return True
-        if key in done:
-            return False
-        if depth > 3 * MAX_DEPTH:
-            raise CodecError("maximum nesting depth exceeded")
-        on_path.add(key)
-        for c in children:
-            if (type(c) is dict or type(c) is list) and visit(c, depth + 1):
-                return True
-        on_path.discard(key)
-        done.add(key)
-        return False
-
-    try:
-        return visit(root, 0)
-    except RecursionError:
-        raise CodecError("maximum nesting depth exceeded") from None
-
-
-# Markers whose list payload stands at the marker's own level (REFERENCE 3.4).
-_LIST_PAYLOADS = frozenset(("@t", "@set", "@fset", "@td", "@cls"))
-# Markers whose dict payload is the marker's own level: its values are one down.
-_DICT_PAYLOADS = frozenset(("@reduce", "@newobj", "@inst"))
-
-
-def _check_depth(root: Any) -> None:
-    """Nesting deeper than MAX_DEPTH is an error, counted as the reference counts it.
-
-    Each container is a level; a tuple's or set's items, a dict's keys and
-    values (also in the ``@d`` pair form), a reference's id and an object's
-    callable, arguments and state are one level below it.
-    """
-
-    def visit(v: Any, depth: int) -> None:
-        t = type(v)
-        if t is list:
-            children: Any = v
-        elif t is dict:
-            children = v.values()
-            if len(v) == 1:
-                for k in v:
-                    break
-                payload = v[k]
-                if k in _LIST_PAYLOADS and type(payload) is list:
-                    children = payload
-                elif k in _DICT_PAYLOADS and type(payload) is dict:
-                    children = payload.values()
-                elif k == "@d" and type(payload) is list:
-                    children = [x for pair in payload if type(pair) is list for x in pair]
-                elif type(payload) is str and type(k) is str and k[:1] == "@":
-                    return  # bytes, a big int, a date...: a scalar, not a level
-        else:
-            return
-        if depth > MAX_DEPTH:
-            raise CodecError("maximum nesting depth exceeded")
-        for c in children:
-            if type(c) is dict or type(c) is list:
-                visit(c, depth + 1)
-
-    try:
-        visit(root, 0)
-    except RecursionError:
-        raise CodecError("maximum nesting depth exceeded") from None
-
-
-def _escape_keys(v: Any) -> Any:
-    """Write dicts with keys that read back as ``@ns:``/``@su:`` escapes in the @d form."""
-    t = type(v)
-    if t is list:
-        return [_escape_keys(x) for x in v]
-    if t is dict:
-        if any(type(k) is str and unescape_key(k) is not None for k in v):
-            return {"@d": [[k, _escape_keys(x)] for k, x in v.items()]}
-        return {k: _escape_keys(x) for k, x in v.items()}
-    return v
+    maybe_deep = len(data.translate(None, NOT_CONTAINER_OPS)) > MAX_DEPTH
+    return finish(value, ctx.unrepresentable, ctx.cyclic, maybe_deep, ctx.flags, start)
 
 
 # ---------------------------------------------------------------------------
@@ -1050,7 +853,7 @@ def _decode_record(data: Any, compact: bool = True) -> Tuple[str, str, Any, List
         if b"@ns:" in data or b"@su:" in data:
             ctx.flags |= F_ESCAPED_KEY
         state = _finish(state, ctx, data, pos)
-    except _Unrepresentable:
+    except Unrepresentable:
         state = {"@pkl": b64encode(data)}
         ctx.flags &= ~(F_FLOAT | F_EXP_FLOAT | F_SURROGATE | F_ESCAPED_KEY)
         if "\x00" not in module + name:
@@ -1096,9 +899,9 @@ def decode_zodb_record_for_pg(data: Any) -> tuple:
     Raises TypeError for a non-bytes argument and ValueError for bad data.
     """
     module, name, state, refs, flags, start = _decode_record(data)
-    _check_class_names(module, name)
+    check_class_names_at_offset_0(module, name)
     if flags & (F_NUL | F_SURROGATE | F_FLOAT | F_EXP_FLOAT):
-        state = _in_state(sanitize_for_pg, start, state, True, True)
+        state = in_state(sanitize_for_pg, start, state, True, True)
     return module, name, state, refs
 
 
@@ -1108,24 +911,9 @@ def decode_zodb_record_for_pg_json(data: Any) -> tuple:
     Raises TypeError for a non-bytes argument and ValueError for bad data.
     """
     module, name, state, refs, flags, start = _decode_record(data)
-    _check_class_names(module, name)
+    check_class_names_at_offset_0(module, name)
     special = flags & (F_NUL | F_SURROGATE | F_FLOAT | F_EXP_FLOAT)
-    return module, name, _in_state(pg_json_text, start, state, special), refs
-
-
-def _in_state(write: Any, start: int, *args: Any) -> Any:
-    """Errors found while writing the state name the state pickle's offset."""
-    try:
-        return write(*args)
-    except CodecError as exc:
-        raise CodecError(f"{exc} (state pickle at offset {start})") from None
-
-
-def _check_class_names(module: str, name: str) -> None:
-    try:
-        check_class_names((module, name))
-    except CodecError as exc:
-        raise CodecError(f"{exc} (class pickle at offset 0)") from None
+    return module, name, in_state(pg_json_text, start, state, special), refs
 
 
 def _decode_pickle(data: Any) -> Any:
@@ -1136,7 +924,7 @@ def _decode_pickle(data: Any) -> Any:
         if b"@ns:" in data or b"@su:" in data:
             ctx.flags |= F_ESCAPED_KEY
         return _finish(value, ctx, data[:stop], 0), ctx.flags
-    except _Unrepresentable:
+    except Unrepresentable:
         return {"@pkl": b64encode(data[:stop])}, 0
     except RecursionError:
         raise CodecError("maximum nesting depth exceeded") from None

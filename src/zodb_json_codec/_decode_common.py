@@ -1,0 +1,250 @@
+"""Decoding rules shared by both decoder twins (``_decode_py``, ``_decode_c.pyx``).
+
+What is not a hot loop lives here once: the flags the decoders set, objects
+under construction and the markers they render to, the checks after the
+walk (cycles, depth, escaped keys) and error wording for whole records.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from . import _known
+from ._common import MAX_DEPTH, CodecError, btree_kind, unescape_key
+from ._jsontext_py import check_class_names
+
+# Flags describing what a decoded value holds, so the PostgreSQL paths only
+# walk the tree again when something in it needs rewriting.
+F_NUL = 1          # a string with U+0000
+F_SURROGATE = 2    # a string with a lone surrogate
+F_FLOAT = 4        # NaN, +-inf or -0.0
+F_EXP_FLOAT = 8    # a float whose repr uses an exponent
+F_ESCAPED_KEY = 16  # a key that looks like "@ns:..." / "@su:..."
+
+# Kinds of objects under construction (REDUCE / NEWOBJ results).
+REDUCE, NEWOBJ = 0, 1
+
+# Opcodes that make a container (or may).  A tree is at most about as deep as
+# the number of them in its pickle: where that number is small, the depth
+# walk after decoding is skipped.
+CONTAINER_OPS = b"()]}tld\x85\x86\x87RbQP\x81\x92\x8f\x91io"
+NOT_CONTAINER_OPS = bytes(b for b in range(256) if b not in CONTAINER_OPS)
+
+
+class Unrepresentable(Exception):
+    """The record is valid but JSON cannot carry it: fall back to @pkl."""
+
+
+class Obj:
+    """An object under construction: what CPython would call and set state on."""
+
+    __slots__ = ("value", "kind", "callable", "args", "kwargs", "state", "built", "items", "appends")
+
+    def __init__(self, value: dict, kind: int, callable_: Any, args: Any, kwargs: Any = None) -> None:
+        self.value = value
+        self.kind = kind
+        self.callable = callable_
+        self.args = args
+        self.kwargs = kwargs
+        self.state = None
+        self.built = False
+        self.items: Optional[list] = None
+        self.appends: Optional[list] = None
+
+
+def is_global(v: Any) -> bool:
+    return type(v) is dict and len(v) == 1 and "@cls" in v
+
+
+# ---------------------------------------------------------------------------
+# Objects under construction
+# ---------------------------------------------------------------------------
+
+def render_obj(obj: Obj, objs: dict) -> None:
+    """Rewrite obj.value in place to the markers for what has been built so far."""
+    value = obj.value
+    callable_, args = obj.callable, obj.args
+    content: dict
+    if obj.kind == REDUCE:
+        known = None
+        if not obj.built and obj.items is None and obj.appends is None:
+            known = _known.recognize_reduce(callable_, args, objs)
+        if known is not None:
+            content = known
+        else:
+            inner = {"callable": callable_, "args": args}
+            if obj.built:
+                inner["state"] = obj.state
+            if obj.items is not None:
+                inner["items"] = obj.items
+            if obj.appends is not None:
+                inner["appends"] = obj.appends
+            content = {"@reduce": inner}
+    else:
+        plain_newobj = (obj.built and obj.kwargs is None and is_global(callable_)
+                        and type(args) is dict and "@t" in args)
+        if plain_newobj:
+            module, name = callable_["@cls"]
+            state = obj.state
+            if type(args) is dict and args.get("@t") == [] and (module, name) == ("uuid", "UUID"):
+                uuid_text = _known.uuid_from_state(state)
+                if uuid_text is not None and obj.items is None and obj.appends is None:
+                    value.clear()
+                    value["@uuid"] = uuid_text
+                    return
+            kind = btree_kind(module, name)
+            if kind is not None:
+                state = _known.btree_state(state, kind[0], kind[1])
+            if args["@t"]:
+                state = {"@args": args, "@state": state}
+            content = {"@cls": [module, name], "@s": state}
+            if obj.items is not None:
+                content["@items"] = obj.items
+            if obj.appends is not None:
+                content["@appends"] = obj.appends
+        else:
+            inner = {"callable": callable_, "args": args}
+            if obj.kwargs is not None:
+                inner["kwargs"] = obj.kwargs
+            if obj.built:
+                inner["state"] = obj.state
+            if obj.items is not None:
+                inner["items"] = obj.items
+            if obj.appends is not None:
+                inner["appends"] = obj.appends
+            content = {"@newobj": inner}
+    value.clear()
+    value.update(content)
+
+
+def finish(value: Any, unrepresentable: bool, cyclic: bool, maybe_deep: bool, flags: int, start: int) -> Any:
+    """Check the value tree of the pickle at ``start``; raise Unrepresentable when JSON cannot carry it.
+
+    ``maybe_deep``: the pickle has enough container opcodes to be more than
+    MAX_DEPTH deep (each twin counts them its own way; a generous bound only
+    costs time).  ``cyclic``: a shared value was mutated.
+    """
+    if unrepresentable:
+        raise Unrepresentable()
+    try:
+        if cyclic and _has_cycle(value):
+            raise Unrepresentable()
+        if maybe_deep or cyclic:
+            _check_depth(value)
+    except CodecError as exc:
+        raise CodecError(f"{exc} (more than {MAX_DEPTH} levels) in the pickle at offset {start}") from None
+    if flags & F_ESCAPED_KEY:
+        value = _escape_keys(value)
+    return value
+
+
+def _has_cycle(root: Any) -> bool:
+    """Does the value graph contain itself?  Deeper than the limit is a depth error."""
+    on_path: set = set()
+    done: set = set()
+
+    def visit(v: Any, depth: int) -> bool:
+        t = type(v)
+        if t is dict:
+            children = v.values()
+        elif t is list:
+            children = v
+        else:
+            return False
+        key = id(v)
+        if key in on_path:
+            return True
+        if key in done:
+            return False
+        if depth > 3 * MAX_DEPTH:
+            raise CodecError("maximum nesting depth exceeded")
+        on_path.add(key)
+        for c in children:
+            if (type(c) is dict or type(c) is list) and visit(c, depth + 1):
+                return True
+        on_path.discard(key)
+        done.add(key)
+        return False
+
+    try:
+        return visit(root, 0)
+    except RecursionError:
+        raise CodecError("maximum nesting depth exceeded") from None
+
+
+# Markers whose list payload stands at the marker's own level (REFERENCE 3.4).
+_LIST_PAYLOADS = frozenset(("@t", "@set", "@fset", "@td", "@cls"))
+# Markers whose dict payload is the marker's own level: its values are one down.
+_DICT_PAYLOADS = frozenset(("@reduce", "@newobj", "@inst"))
+
+
+def _check_depth(root: Any) -> None:
+    """Nesting deeper than MAX_DEPTH is an error, counted as the reference counts it.
+
+    Each container is a level; a tuple's or set's items, a dict's keys and
+    values (also in the ``@d`` pair form), a reference's id and an object's
+    callable, arguments and state are one level below it.
+    """
+
+    def visit(v: Any, depth: int) -> None:
+        t = type(v)
+        if t is list:
+            children: Any = v
+        elif t is dict:
+            children = v.values()
+            if len(v) == 1:
+                for k in v:
+                    break
+                payload = v[k]
+                if k in _LIST_PAYLOADS and type(payload) is list:
+                    children = payload
+                elif k in _DICT_PAYLOADS and type(payload) is dict:
+                    children = payload.values()
+                elif k == "@d" and type(payload) is list:
+                    children = [x for pair in payload if type(pair) is list for x in pair]
+                elif type(payload) is str and type(k) is str and k[:1] == "@":
+                    return  # bytes, a big int, a date...: a scalar, not a level
+        else:
+            return
+        if depth > MAX_DEPTH:
+            raise CodecError("maximum nesting depth exceeded")
+        for c in children:
+            if type(c) is dict or type(c) is list:
+                visit(c, depth + 1)
+
+    try:
+        visit(root, 0)
+    except RecursionError:
+        raise CodecError("maximum nesting depth exceeded") from None
+
+
+def _escape_keys(v: Any) -> Any:
+    """Write dicts with keys that read back as ``@ns:``/``@su:`` escapes in the @d form."""
+    t = type(v)
+    if t is list:
+        return [_escape_keys(x) for x in v]
+    if t is dict:
+        if any(type(k) is str and unescape_key(k) is not None for k in v):
+            return {"@d": [[k, _escape_keys(x)] for k, x in v.items()]}
+        return {k: _escape_keys(x) for k, x in v.items()}
+    return v
+
+
+
+# ---------------------------------------------------------------------------
+# Errors of whole records
+# ---------------------------------------------------------------------------
+
+def in_state(write: Any, start: int, *args: Any) -> Any:
+    """Errors found while writing the state name the state pickle's offset."""
+    try:
+        return write(*args)
+    except CodecError as exc:
+        raise CodecError(f"{exc} (state pickle at offset {start})") from None
+
+
+def check_class_names_at_offset_0(module: str, name: str) -> None:
+    try:
+        check_class_names((module, name))
+    except CodecError as exc:
+        raise CodecError(f"{exc} (class pickle at offset 0)") from None
