@@ -10,6 +10,7 @@ checks after the walk and the JSON text writers are shared
 (``_decode_common``, ``_jsontext_c``).
 """
 
+cimport cython
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_GetItem, PyDict_Next, PyDict_SetItem
 from cpython.list cimport PyList_Append, PyList_GET_ITEM, PyList_GET_SIZE
@@ -31,9 +32,9 @@ from ._common import (
 )
 from . import _decode_common
 from ._decode_common import (
-    Obj, Unrepresentable, check_class_names_at_offset_0, finish, in_state, render_obj,
+    Unrepresentable, check_class_names_at_offset_0, finish, in_state,
 )
-from ._jsontext_py import pg_json_text, pretty_json_text, sanitize_for_pg
+from ._jsontext_c import pg_json_text, pretty_json_text, sanitize_for_pg
 
 cdef extern from "Python.h":
     ctypedef unsigned char Py_UCS1
@@ -66,11 +67,15 @@ cdef object _a2b = binascii.a2b_base64
 cdef object _from_bytes = int.from_bytes
 
 
+# Not tracked by the cycle collector: no decoded value ever refers to it.
+@cython.no_gc
 cdef class _Context:
     """Per-call decoding state (no module-level mutable state: thread safe)."""
 
     cdef public bint compact
-    cdef public dict memo
+    cdef list memo               # memo entries by index (_MISSING where none)...
+    cdef dict memo_far           # ...and those whose index is far beyond the others
+    cdef Py_ssize_t memo_count   # distinct indices: what MEMOIZE numbers the next one
     cdef public dict objs        # id(value) -> Obj, for REDUCE/NEWOBJ results
     cdef public dict dforms      # id(dict) -> dict, dicts switched to the @d pair form
     cdef public dict shared      # id -> value for mutable values fetched from the memo / DUP
@@ -83,7 +88,9 @@ cdef class _Context:
 
     def __init__(self, bint compact):
         self.compact = compact
-        self.memo = {}
+        self.memo = []
+        self.memo_far = {}
+        self.memo_count = 0
         self.objs = {}
         self.dforms = {}
         self.shared = {}
@@ -222,6 +229,23 @@ cdef inline bint _is_one_key(object v, str key):
     return type(v) is dict and len(<dict>v) == 1 and key in <dict>v
 
 
+# Not tracked by the cycle collector: no decoded value ever refers to one.
+@cython.no_gc
+cdef class _CObj:
+    """An object under construction: _decode_common.Obj with C fields (the same attribute names,
+    so the shared _known functions read it alike)."""
+
+    cdef public dict value
+    cdef public int kind
+    cdef public object callable
+    cdef public object args
+    cdef public object kwargs
+    cdef public object state
+    cdef public bint built
+    cdef public object items
+    cdef public object appends
+
+
 cdef bint _may_be_callable(_Context ctx, object value):
     """A class, a reference, or an object built by the pickle: anything else cannot be called."""
     if type(value) is not dict:
@@ -232,14 +256,402 @@ cdef bint _may_be_callable(_Context ctx, object value):
     return _obj_of(ctx, value) is not None
 
 
-cdef object _new_obj(_Context ctx, int kind, object callable_, object args, object kwargs=None):
+cdef dict _new_obj(_Context ctx, int kind, object callable_, object args, object kwargs=None):
     if not _may_be_callable(ctx, callable_):
         ctx.uncallable = True
-    cdef dict value = {}
-    obj = Obj(value, kind, callable_, args, kwargs)
-    ctx.objs[_id(value)] = obj
-    render_obj(obj, ctx.objs)
-    return value
+    cdef _CObj obj = _CObj.__new__(_CObj)
+    obj.kind = kind
+    obj.callable = callable_
+    obj.args = args
+    obj.kwargs = kwargs
+    obj.value = _content(obj, ctx)  # a fresh dict: no need to clear one
+    ctx.objs[_id(obj.value)] = obj
+    return obj.value
+
+
+cdef void _render(_CObj obj, _Context ctx) except *:
+    """Rewrite obj.value in place to the markers for what has been built so far."""
+    cdef dict content = _content(obj, ctx)
+    obj.value.clear()
+    obj.value.update(content)
+
+
+cdef object _global_names(object v):
+    """(module, name) of a {"@cls": [module, name]}, as _known.global_name."""
+    if not _is_one_key(v, "@cls"):
+        return None
+    names = (<dict>v)["@cls"]
+    if (type(names) is list and len(<list>names) == 2 and type(names[0]) is str
+            and type(names[1]) is str):
+        return names
+    return None
+
+
+cdef dict _content(_CObj obj, _Context ctx):
+    """_decode_common.render_obj's markers, with the known types ZODB writes most recognised in C."""
+    cdef dict inner, content
+    callable_, args = obj.callable, obj.args
+    if obj.kind == K_REDUCE:
+        if not obj.built and obj.items is None and obj.appends is None:
+            known = _recognize(callable_, args, ctx)
+            if known is not None:
+                return known
+        inner = {"callable": callable_, "args": args}
+        if obj.built:
+            inner["state"] = obj.state
+        if obj.items is not None:
+            inner["items"] = obj.items
+        if obj.appends is not None:
+            inner["appends"] = obj.appends
+        return {"@reduce": inner}
+    names = _global_names(callable_)
+    if obj.built and obj.kwargs is None and names is not None and type(args) is dict and "@t" in args:
+        module, name = names
+        state = obj.state
+        if args.get("@t") == [] and module == "uuid" and name == "UUID":
+            uuid_text = _uuid_from_state(state)
+            if uuid_text is not None and obj.items is None and obj.appends is None:
+                return {"@uuid": uuid_text}
+        if (<str>module).startswith("BTrees."):
+            kind = btree_kind(module, name)
+            if kind is not None:
+                state = _btree_state(state, kind[0], kind[1])
+        if args["@t"]:
+            state = {"@args": args, "@state": state}
+        content = {"@cls": [module, name], "@s": state}
+        if obj.items is not None:
+            content["@items"] = obj.items
+        if obj.appends is not None:
+            content["@appends"] = obj.appends
+        return content
+    inner = {"callable": callable_, "args": args}
+    if obj.kwargs is not None:
+        inner["kwargs"] = obj.kwargs
+    if obj.built:
+        inner["state"] = obj.state
+    if obj.items is not None:
+        inner["items"] = obj.items
+    if obj.appends is not None:
+        inner["appends"] = obj.appends
+    return {"@newobj": inner}
+
+
+cdef object _uuid_from_state(object state):
+    """_known.uuid_from_state: the @uuid text of a UUID whose state is exactly {"int": value}."""
+    if type(state) is not dict or len(<dict>state) != 1 or "int" not in <dict>state:
+        return None
+    value = (<dict>state)["int"]
+    if _is_one_key(value, "@bi"):
+        value = int((<dict>value)["@bi"])
+    if type(value) is not int or not 0 <= value < _UUID_LIMIT:
+        return None
+    h = format(value, "032x")
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+cdef object _UUID_LIMIT = 1 << 128
+
+
+cdef inline object _tuple_items(object v):
+    """As _known.tuple_items: the items list of a {"@t": [...]}, else None."""
+    if _is_one_key(v, "@t"):
+        items = (<dict>v)["@t"]
+        if type(items) is list:
+            return items
+    return None
+
+
+cdef object _btree_state(object state, bint is_tree, bint is_map):
+    """_known.btree_state in C: the flattened form of a BTree/bucket/set state, or the state itself."""
+    cdef list items, level, flat
+    if state is None:
+        return None
+    found = _tuple_items(state)
+    if found is None:
+        return state
+    items = found
+    if is_tree:
+        if len(items) == 1:
+            found = _tuple_items(items[0])
+            if found is not None and len(<list>found) == 1:
+                found = _tuple_items((<list>found)[0])
+                if found is not None and len(<list>found) == 1:
+                    found = _tuple_items((<list>found)[0])
+                    if found is not None:
+                        out = _flat(<list>found, is_map)
+                        if out is not None:
+                            return out
+        elif len(items) == 2:
+            found = _tuple_items(items[0])
+            if found is not None:
+                for c in <list>found:
+                    if _is_one_key(c, "@ref"):
+                        return {"@children": found, "@first": items[1]}
+        return state
+    if len(items) == 1 or len(items) == 2:
+        found = _tuple_items(items[0])
+        if found is not None:
+            out = _flat(<list>found, is_map)
+            if out is not None:
+                if len(items) == 2:
+                    (<dict>out)["@next"] = items[1]
+                return out
+    return state
+
+
+cdef object _flat(list flat, bint is_map):
+    cdef Py_ssize_t n = len(flat), i
+    cdef list pairs
+    if not is_map:
+        return {"@ks": flat}
+    if n % 2:
+        return None  # not a bucket ZODB writes: keep every item in the generic form
+    pairs = []
+    for i in range(0, n, 2):
+        pairs.append([<object>PyList_GET_ITEM(flat, i), <object>PyList_GET_ITEM(flat, i + 1)])
+    return {"@kv": pairs}
+
+
+# ---------------------------------------------------------------------------
+# Known types in C (the common shapes; anything else asks _known)
+# ---------------------------------------------------------------------------
+
+cdef object _UNSURE = object()  # immutable sentinel: "let _known decide"
+
+
+cdef inline int _b64_value(unsigned int c):
+    if 65 <= c <= 90:
+        return c - 65
+    if 97 <= c <= 122:
+        return c - 71
+    if 48 <= c <= 57:
+        return c + 4
+    if c == 43:
+        return 62
+    if c == 47:
+        return 63
+    return -1
+
+
+cdef Py_ssize_t _b64_small(object v, unsigned char* out, Py_ssize_t cap):
+    """Bytes of a {"@b": text} made by this decoder (canonical, at most cap bytes) into out.
+
+    -1: not such a marker (no bytes); -2: a text this fast path does not read (ask binascii).
+    """
+    if not _is_one_key(v, "@b"):
+        return -1
+    text = (<dict>v)["@b"]
+    if type(text) is not str:
+        return -1
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i, o = 0, pad = 0
+    cdef int a, b, c, d
+    if n % 4 or n // 4 * 3 > cap + 2 or not PyUnicode_IS_ASCII(text):
+        return -2
+    cdef const Py_UCS1* t = PyUnicode_1BYTE_DATA(text)
+    if n and t[n - 1] == 61:
+        pad = 2 if t[n - 2] == 61 else 1
+    for i in range(0, n, 4):
+        a = _b64_value(t[i])
+        b = _b64_value(t[i + 1])
+        c = 0 if (i + 4 == n and pad == 2) else _b64_value(t[i + 2])
+        d = 0 if (i + 4 == n and pad >= 1) else _b64_value(t[i + 3])
+        if a < 0 or b < 0 or c < 0 or d < 0:
+            return -2
+        if o + 3 - (pad if i + 4 == n else 0) > cap:
+            return -2
+        out[o] = <unsigned char>((a << 2) | (b >> 4))
+        o += 1
+        if i + 4 < n or pad < 2:
+            out[o] = <unsigned char>(((b & 15) << 4) | (c >> 2))
+            o += 1
+        if i + 4 < n or pad < 1:
+            out[o] = <unsigned char>(((c & 3) << 6) | d)
+            o += 1
+    return o
+
+
+cdef inline bint _plain_text(object s):
+    """As _known._plain_text: ASCII without U+0000."""
+    if type(s) is not str or not PyUnicode_IS_ASCII(s):
+        return False
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(s)
+    return n == 0 or memchr(PyUnicode_1BYTE_DATA(s), 0, n) == NULL
+
+
+cdef object _pending_items(object v, _Context ctx, str module, str name):
+    """Args items of an unbuilt REDUCE of module.name (as _known._pending_call), else None."""
+    if type(v) is not dict or not ctx.objs:
+        return None
+    cdef PyObject* found = PyDict_GetItem(ctx.objs, _id(v))
+    if found == NULL:
+        return None
+    cdef _CObj obj = <_CObj>found
+    if obj.value is not v or obj.kind != K_REDUCE or obj.built or obj.items or obj.appends:
+        return None
+    names = _global_names(obj.callable)
+    if names is None or names[0] != module or names[1] != name:
+        return None
+    if not _is_one_key(obj.args, "@t") or type((<dict>obj.args)["@t"]) is not list:
+        return None
+    return (<dict>obj.args)["@t"]
+
+
+cdef int _zero_padded(char* out, int64_t value, int width):
+    """Decimal digits of value >= 0, zero-padded to width (printf's %0*d); how many were written."""
+    cdef int n = 1, i
+    cdef int64_t rest = value
+    while rest >= 10:
+        rest //= 10
+        n += 1
+    if n < width:
+        n = width
+    rest = value
+    for i in range(n - 1, -1, -1):
+        out[i] = <char>(48 + rest % 10)
+        rest //= 10
+    return n
+
+
+cdef int _date_text(char* out, int year, int month, int day):
+    """YYYY-MM-DD (a longer year as Python's {:04d} writes it)."""
+    cdef int n = _zero_padded(out, year, 4)
+    out[n] = 45  # -
+    n += 1 + _zero_padded(out + n + 1, month, 2)
+    out[n] = 45
+    n += 1 + _zero_padded(out + n + 1, day, 2)
+    return n
+
+
+cdef object _fixed_offset(object tz, _Context ctx):
+    """"+HH:MM" of timezone(timedelta(d, s, us)) as _known._tz_marker writes it; None: no zone;
+    _UNSURE: another zone shape."""
+    items = _pending_items(tz, ctx, "datetime", "timezone")
+    if items is None or len(<list>items) != 1:
+        return _UNSURE
+    parts = _pending_items((<list>items)[0], ctx, "datetime", "timedelta")
+    if parts is None or len(<list>parts) != 3:
+        return _UNSURE
+    for x in <list>parts:
+        if type(x) is not int or not -1000000 < x < 1000000000:
+            return _UNSURE
+    cdef int64_t total = ((<int64_t>parts[0]) * 86400 + <int64_t>parts[1]) * 1000000 + <int64_t>parts[2]
+    cdef int64_t a = -total if total < 0 else total
+    cdef int64_t seconds = a // 1000000, us = a % 1000000
+    cdef int64_t hours = seconds // 3600, rest = seconds % 3600
+    cdef int64_t minutes = rest // 60, secs = rest % 60
+    if hours >= 24:
+        return None  # not a valid datetime.timezone
+    cdef char buf[32]
+    buf[0] = 43 if total >= 0 else 45  # + or -
+    cdef int n = 1 + _zero_padded(buf + 1, hours, 2)
+    buf[n] = 58  # :
+    n += 1 + _zero_padded(buf + n + 1, minutes, 2)
+    if secs or us:
+        buf[n] = 58
+        n += 1 + _zero_padded(buf + n + 1, secs, 2)
+    if us:
+        buf[n] = 46  # .
+        n += 1 + _zero_padded(buf + n + 1, us, 6)
+    return buf[:n].decode("ascii")
+
+
+cdef object _datetime_marker(list items, _Context ctx):
+    cdef unsigned char raw[10]
+    cdef Py_ssize_t n = len(items)
+    if n != 1 and n != 2:
+        return None
+    cdef Py_ssize_t size = _b64_small(items[0], raw, 10)
+    if size == -1:
+        return None
+    if size != 10:
+        return _UNSURE if size == -2 else None
+    cdef int year = raw[0] << 8 | raw[1]
+    cdef int month = raw[2], day = raw[3], hour = raw[4], minute = raw[5], second = raw[6]
+    cdef int us = raw[7] << 16 | raw[8] << 8 | raw[9]
+    if not (1 <= year and 1 <= month <= 12 and 1 <= day <= 31 and hour < 24 and minute < 60
+            and second < 60 and us < 1000000):
+        return None  # includes the protocol 4 fold bit (month >= 128): keep the raw bytes
+    cdef char buf[40]
+    cdef int length = _date_text(buf, year, month, day)
+    buf[length] = 84  # T
+    length += 1 + _zero_padded(buf + length + 1, hour, 2)
+    buf[length] = 58  # :
+    length += 1 + _zero_padded(buf + length + 1, minute, 2)
+    buf[length] = 58
+    length += 1 + _zero_padded(buf + length + 1, second, 2)
+    if us:
+        buf[length] = 46  # .
+        length += 1 + _zero_padded(buf + length + 1, us, 6)
+    text = buf[:length].decode("ascii")
+    if n == 1:
+        return {"@dt": text}
+    offset = _fixed_offset(items[1], ctx)
+    if offset is _UNSURE:
+        return _UNSURE
+    if offset is None:
+        return None
+    return {"@dt": text + offset}
+
+
+cdef object _date_marker(list items):
+    cdef unsigned char raw[4]
+    if len(items) != 1:
+        return None
+    cdef Py_ssize_t size = _b64_small(items[0], raw, 4)
+    if size == -1:
+        return None
+    if size != 4:
+        return _UNSURE if size == -2 else None
+    cdef int year = raw[0] << 8 | raw[1], month = raw[2], day = raw[3]
+    if not (1 <= year and 1 <= month <= 12 and 1 <= day <= 31):
+        return None
+    cdef char buf[16]
+    cdef int length = _date_text(buf, year, month, day)
+    return {"@date": buf[:length].decode("ascii")}
+
+
+cdef object _recognize(object callable_, object args, _Context ctx):
+    """_known.recognize_reduce: the usual shapes here, the rest by it."""
+    names = _global_names(callable_)
+    if names is None or not _is_one_key(args, "@t"):
+        return None
+    items = (<dict>args)["@t"]
+    if type(items) is not list:
+        return None
+    module, name = names
+    known = _UNSURE
+    if module == "datetime":
+        if name == "datetime":
+            known = _datetime_marker(<list>items, ctx)
+        elif name == "date":
+            known = _date_marker(<list>items)
+        elif name != "timedelta":
+            if name != "time":
+                return None
+        else:
+            if len(<list>items) != 3:
+                return None
+            for x in <list>items:
+                if type(x) is not int:
+                    return None
+            return {"@td": list(<list>items)}
+    elif module == "decimal":
+        if name != "Decimal":
+            return None
+        if len(<list>items) == 1 and _plain_text((<list>items)[0]):
+            return {"@dec": (<list>items)[0]}
+        return None
+    elif module == "builtins":
+        if name != "set" and name != "frozenset":
+            return None
+        if len(<list>items) == 1 and type((<list>items)[0]) is list:
+            return {"@set" if name == "set" else "@fset": (<list>items)[0]}
+        return None
+    else:
+        return None
+    if known is _UNSURE:
+        return _known.recognize_reduce(callable_, args, ctx.objs)
+    return known
 
 
 cdef object _obj_of(_Context ctx, object value):
@@ -248,9 +660,8 @@ cdef object _obj_of(_Context ctx, object value):
     cdef PyObject* found = PyDict_GetItem(ctx.objs, _id(value))
     if found == NULL:
         return None
-    obj = <object>found
-    if obj.value is value:
-        return obj
+    if (<_CObj>found).value is value:
+        return <_CObj>found
     return None
 
 
@@ -298,7 +709,7 @@ cdef int _set_items(_Context ctx, object target, list items, Py_ssize_t pos, str
             pairs = obj.items = []
         for i in range(0, n, 2):
             pairs.append([items[i], items[i + 1]])
-        render_obj(obj, ctx.objs)
+        _render(<_CObj>obj, ctx)
         return 0
     if ctx.dforms:
         dform = ctx.dforms.get(_id(target))
@@ -355,7 +766,7 @@ cdef int _append(_Context ctx, object target, list items, Py_ssize_t pos, str op
     if obj.appends is None:
         obj.appends = []
     obj.appends.extend(items)
-    render_obj(obj, ctx.objs)
+    _render(<_CObj>obj, ctx)
     return 0
 
 
@@ -363,19 +774,61 @@ cdef int _append(_Context ctx, object target, list items, Py_ssize_t pos, str op
 # Persistent references
 # ---------------------------------------------------------------------------
 
+cdef const char* HEX_DIGITS = b"0123456789abcdef"
+
+
+cdef str _hex(const unsigned char* raw, Py_ssize_t n):
+    cdef str out = PyUnicode_New(2 * n, 127)
+    cdef Py_UCS1* o = PyUnicode_1BYTE_DATA(out)
+    cdef Py_ssize_t i
+    for i in range(n):
+        o[2 * i] = HEX_DIGITS[raw[i] >> 4]
+        o[2 * i + 1] = HEX_DIGITS[raw[i] & 15]
+    return out
+
+
 cdef dict _persistent_ref(_Context ctx, object pid, Py_ssize_t pos):
     """The @ref marker of a persistent id; its oid goes into refs as ZODB's referencesf finds it."""
+    cdef unsigned char raw[8]
+    cdef Py_ssize_t size
+    cdef object first = None
+    cdef object items = None
+    if type(pid) is dict and len(<dict>pid) == 1 and "@t" in <dict>pid:
+        items = (<dict>pid)["@t"]
+        if type(items) is list and len(<list>items) == 2:
+            first = (<list>items)[0]
+            size = _b64_small(first, raw, 8)
+            if size == 8:  # ZODB's (oid, class) reference
+                ctx.refs.append(<int64_t>((<uint64_t>raw[0] << 56) | (<uint64_t>raw[1] << 48)
+                                          | (<uint64_t>raw[2] << 40) | (<uint64_t>raw[3] << 32)
+                                          | (<uint64_t>raw[4] << 24) | (<uint64_t>raw[5] << 16)
+                                          | (<uint64_t>raw[6] << 8) | raw[7]))
+                if not ctx.compact:
+                    return {"@ref": pid}
+                klass = (<list>items)[1]
+                if klass is None:
+                    return {"@ref": _hex(raw, 8)}
+                names = _global_names(klass)
+                if names is not None:
+                    module, name = names
+                    if "." not in name:  # "module.Name" is split at its last dot on the way back
+                        return {"@ref": [_hex(raw, 8), f"{module}.{name}" if module else name]}
+                return {"@ref": pid}
+    return _persistent_ref_any(ctx, pid)
+
+
+cdef dict _persistent_ref_any(_Context ctx, object pid):
+    """Every other persistent id, as the pure twin reads it."""
     cdef object oid = None
     cdef object first = None
-    cdef list items
     if type(pid) is dict and len(<dict>pid) == 1:
         if "@t" in <dict>pid:
             items = (<dict>pid)["@t"]
-            if items:
+            if type(items) is list and items:
                 first = items[0]
-        elif "@b" in <dict>pid:
+        elif type((<dict>pid).get("@b")) is str:
             oid = _a2b((<dict>pid)["@b"])  # a bare oid (__getnewargs__ classes)
-        if _is_one_key(first, "@b"):
+        if type(first) is dict and len(<dict>first) == 1 and type((<dict>first).get("@b")) is str:
             oid = _a2b((<dict>first)["@b"])  # (oid, klass)
     elif type(pid) is str and len(<str>pid) == 8 and (<str>pid).isascii():
         oid = (<str>pid).encode("ascii")  # referencesf takes an ASCII text id as an oid
@@ -387,8 +840,9 @@ cdef dict _persistent_ref(_Context ctx, object pid, Py_ssize_t pos):
         klass = (<dict>pid)["@t"][1]
         if klass is None:
             return {"@ref": oid.hex()}
-        if _is_one_key(klass, "@cls"):
-            module, name = (<dict>klass)["@cls"]
+        names = _global_names(klass)
+        if names is not None:
+            module, name = names
             if "." not in name:  # "module.Name" is split at its last dot on the way back
                 return {"@ref": [oid.hex(), f"{module}.{name}" if module else name]}
     elif type(pid) is str:
@@ -442,12 +896,74 @@ cdef object _memo_index(bytes line, Py_ssize_t start, str what):
     return idx
 
 
-cdef object _memo_get(_Context ctx, object idx, Py_ssize_t start):
-    cdef PyObject* found = PyDict_GetItem(ctx.memo, idx)
+cdef object _MISSING = object()  # immutable sentinel: no memo entry at this index
+
+
+cdef int _memo_put(_Context ctx, Py_ssize_t idx, object value) except -1:
+    """memo[idx] = value; a list while indices are dense, a dict for far ones (no memory bomb)."""
+    cdef list memo = ctx.memo
+    cdef Py_ssize_t n = PyList_GET_SIZE(memo), i
+    if idx < n:
+        if <object>PyList_GET_ITEM(memo, idx) is _MISSING:
+            ctx.memo_count += 1
+        memo[idx] = value
+        return 0
+    if idx <= 2 * n + 256:
+        for i in range(n, idx):
+            PyList_Append(memo, _MISSING)
+        PyList_Append(memo, value)
+        ctx.memo_count += 1
+        return 0
+    return _memo_put_far(ctx, idx, value)
+
+
+cdef int _memo_put_far(_Context ctx, object idx, object value) except -1:
+    if PyDict_GetItem(ctx.memo_far, idx) == NULL:
+        ctx.memo_count += 1
+    PyDict_SetItem(ctx.memo_far, idx, value)
+    return 0
+
+
+cdef int _memo_put_any(_Context ctx, object idx, object value) except -1:
+    """PUT's index, which the text may make any size."""
+    if idx < _MEMO_FAR:
+        return _memo_put(ctx, <Py_ssize_t>idx, value)
+    return _memo_put_far(ctx, idx, value)
+
+
+cdef object _MEMO_FAR = 1 << 40
+
+
+cdef object _memo_get(_Context ctx, Py_ssize_t idx, Py_ssize_t start):
+    cdef list memo = ctx.memo
+    cdef PyObject* found = NULL
+    if idx < PyList_GET_SIZE(memo):
+        found = PyList_GET_ITEM(memo, idx)
+        if <object>found is _MISSING:
+            found = NULL
+    elif ctx.memo_far:
+        found = PyDict_GetItem(ctx.memo_far, idx)
     if found == NULL:
         raise _err(f"invalid pickle data: memo index {idx} not found", start)
-    v = <object>found
-    _note_shared(ctx, v)
+    return _fetched(ctx, <object>found)
+
+
+cdef object _memo_get_any(_Context ctx, object idx, Py_ssize_t start):
+    """GET's index, which the text may make any size."""
+    if idx < _MEMO_FAR:
+        return _memo_get(ctx, <Py_ssize_t>idx, start)
+    cdef PyObject* found = PyDict_GetItem(ctx.memo_far, idx)
+    if found == NULL:
+        raise _err(f"invalid pickle data: memo index {idx} not found", start)
+    return _fetched(ctx, <object>found)
+
+
+cdef inline object _fetched(_Context ctx, object v):
+    """A value fetched from the memo: note it if it could be mutated later (a cycle)."""
+    if type(v) is list or (type(v) is dict and not _is_one_key(v, "@cls")):
+        # A class marker cannot be mutated: SETITEMS on it is an error and
+        # BUILD wraps it in a new @inst.
+        ctx.shared[_id(v)] = v
     return v
 
 
@@ -476,7 +992,7 @@ cdef object _build(_Context ctx, object target, object state):
     if obj is not None and not obj.built:
         obj.built = True
         obj.state = state
-        render_obj(obj, ctx.objs)
+        _render(<_CObj>obj, ctx)
         return target
     # BUILD on anything else (a class, a built object, a plain value).
     return {"@inst": {"@obj": target, "@state": state}}
@@ -503,7 +1019,6 @@ cdef tuple _load(bytes data, Py_ssize_t pos, _Context ctx):
     cdef list stack = []
     cdef list metastack = []
     cdef list items
-    cdef dict memo = ctx.memo
     cdef PyObject* found
     start = pos
     try:
@@ -518,7 +1033,7 @@ cdef tuple _load(bytes data, Py_ssize_t pos, _Context ctx):
                     raise _eof(pos)
                 if not stack:
                     raise _err("pickle stack underflow", start)
-                PyDict_SetItem(memo, p[pos], _top(stack))
+                _memo_put(ctx, p[pos], _top(stack))
                 pos += 1
             elif op == BINUNICODE or op == SHORT_BINUNICODE:
                 if op == BINUNICODE:
@@ -538,18 +1053,12 @@ cdef tuple _load(bytes data, Py_ssize_t pos, _Context ctx):
             elif op == BINGET:
                 if pos >= end:
                     raise _eof(pos)
-                found = PyDict_GetItem(memo, p[pos])
-                if found == NULL:
-                    raise _err(f"invalid pickle data: memo index {p[pos]} not found", start)
+                PyList_Append(stack, _memo_get(ctx, p[pos], start))
                 pos += 1
-                v = <object>found
-                if type(v) is list or type(v) is dict:
-                    ctx.shared[_id(v)] = v
-                PyList_Append(stack, v)
             elif op == MEMOIZE:
                 if not stack:
                     raise _err("pickle stack underflow", start)
-                PyDict_SetItem(memo, len(memo), _top(stack))
+                _memo_put(ctx, ctx.memo_count, _top(stack))
             elif op == BININT1:
                 if pos >= end:
                     raise _eof(pos)
@@ -696,14 +1205,14 @@ cdef tuple _load(bytes data, Py_ssize_t pos, _Context ctx):
                     raise _eof(pos)
                 if not stack:
                     raise _err("pickle stack underflow", start)
-                PyDict_SetItem(memo, PyLong_FromSize_t(<size_t>_le(p + pos, 4)), _top(stack))
+                _memo_put(ctx, <Py_ssize_t>_le(p + pos, 4), _top(stack))
                 pos += 4
             elif op == LONG_BINGET:
                 if pos + 4 > end:
                     raise _eof(pos)
-                idx = PyLong_FromSize_t(<size_t>_le(p + pos, 4))
+                n = <Py_ssize_t>_le(p + pos, 4)
                 pos += 4
-                PyList_Append(stack, _memo_get(ctx, idx, start))
+                PyList_Append(stack, _memo_get(ctx, n, start))
             elif op == LONG1:
                 if pos >= end:
                     raise _eof(pos)
@@ -849,12 +1358,12 @@ cdef tuple _load(bytes data, Py_ssize_t pos, _Context ctx):
                 pos = nl + 1
                 if not stack:
                     raise _err("pickle stack underflow", start)
-                memo[_memo_index(line, start, "PUT")] = _top(stack)
+                _memo_put_any(ctx, _memo_index(line, start, "PUT"), _top(stack))
             elif op == GET:
                 nl = _line_end(p, pos, end)
                 line = data[pos:nl]
                 pos = nl + 1
-                PyList_Append(stack, _memo_get(ctx, _memo_index(line, start, "GET"), start))
+                PyList_Append(stack, _memo_get_any(ctx, _memo_index(line, start, "GET"), start))
             elif op == INT:
                 nl = _line_end(p, pos, end)
                 line = data[pos:nl]
@@ -972,10 +1481,70 @@ _escape_decode = codecs.escape_decode
 # ---------------------------------------------------------------------------
 
 cdef object _finish(object value, _Context ctx, Py_ssize_t start):
+    """_decode_common.finish, with its common cases (nothing to check, or only the depth) in C."""
     # Every nesting level comes from a container opcode; known types and
     # BTree states at most double the levels, hence the margin.
     cdef bint maybe_deep = ctx.containers > C_MAX_DEPTH // 2
-    return finish(value, ctx.unrepresentable, ctx.cyclic, maybe_deep, ctx.flags, start)
+    if ctx.unrepresentable or ctx.cyclic or ctx.flags & F_ESCAPED_KEY:
+        return finish(value, ctx.unrepresentable, ctx.cyclic, maybe_deep, ctx.flags, start)
+    if maybe_deep and _too_deep(value, 0):
+        raise CodecError(f"maximum nesting depth exceeded (more than {MAX_DEPTH} levels) "
+                         f"in the pickle at offset {start}")
+    return value
+
+
+cdef bint _too_deep(object v, Py_ssize_t depth) except -1:
+    """_decode_common._check_depth in C: is the tree deeper than MAX_DEPTH, counted the same way?"""
+    cdef object children
+    cdef Py_ssize_t i = 0
+    cdef PyObject* key
+    cdef PyObject* val
+    if type(v) is list:
+        children = v
+    elif type(v) is dict:
+        children = None
+        if len(<dict>v) == 1:
+            PyDict_Next(<dict>v, &i, &key, &val)
+            k = <object>key
+            payload = <object>val
+            if type(k) is str and (<str>k).startswith("@"):
+                if k in _LIST_PAYLOADS and type(payload) is list:
+                    children = payload
+                elif k in _DICT_PAYLOADS and type(payload) is dict:
+                    children = list((<dict>payload).values())
+                elif k == "@d" and type(payload) is list:
+                    children = [x for pair in <list>payload if type(pair) is list for x in <list>pair]
+                elif type(payload) is str:
+                    return False  # bytes, a big int, a date...: a scalar, not a level
+        if children is None:
+            children = list((<dict>v).values())
+    else:
+        return False
+    if depth > C_MAX_DEPTH:
+        return True
+    for c in <list>children:
+        if (type(c) is dict or type(c) is list) and _too_deep(c, depth + 1):
+            return True
+    return False
+
+
+cdef frozenset _LIST_PAYLOADS = _decode_common._LIST_PAYLOADS
+cdef frozenset _DICT_PAYLOADS = _decode_common._DICT_PAYLOADS
+
+
+cdef bint _has_escape_prefix(bytes data):
+    """b"@ns:" in data or b"@su:" in data, in one pass."""
+    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(data)
+    cdef const unsigned char* end = p + PyBytes_GET_SIZE(data)
+    cdef const unsigned char* at
+    while p < end:
+        at = <const unsigned char*>memchr(p, 64, end - p)
+        if at == NULL or end - at < 4:
+            return False
+        if at[3] == 58 and ((at[1] == 110 and at[2] == 115) or (at[1] == 115 and at[2] == 117)):
+            return True
+        p = at + 1
+    return False
 
 
 # ---------------------------------------------------------------------------
@@ -985,7 +1554,9 @@ cdef object _finish(object value, _Context ctx, Py_ssize_t start):
 cdef tuple _class_metadata(object klass):
     """(module, name, args): ZODB's ((module, name) class, args) form in C, the rest by _known."""
     cdef list items
-    cdef object names
+    cdef object names = _global_names(klass)
+    if names is not None:  # ZODB writes the class alone when it has no arguments
+        return names[0], names[1], None
     if _is_one_key(klass, "@t"):
         items = (<dict>klass)["@t"]
         if len(items) == 2:
@@ -1000,7 +1571,8 @@ cdef tuple _class_metadata(object klass):
 
 cdef tuple _decode_record(object data, bint compact=True):
     """(module, name, state, refs, flags, offset of the state pickle) of a ZODB record."""
-    data = bytes_argument(data)
+    if type(data) is not bytes:
+        data = bytes_argument(data)
     cdef _Context ctx = _Context(compact)
     cdef Py_ssize_t pos = 0
     cdef Py_ssize_t class_refs
@@ -1028,10 +1600,10 @@ cdef tuple _decode_record(object data, bint compact=True):
         if module.startswith("BTrees."):
             kind = btree_kind(module, name)
             if kind is not None:
-                state = _known.btree_state(state, kind[0], kind[1])
+                state = _btree_state(state, kind[0], kind[1])
         if args is not None:
             state = {"@args": args, "@state": state}
-        if b"@ns:" in data or b"@su:" in data:
+        if _has_escape_prefix(data):
             ctx.flags |= F_ESCAPED_KEY
         state = _finish(state, ctx, pos)
     except Unrepresentable:
@@ -1096,7 +1668,7 @@ cdef tuple _decode_pickle(object data):
     cdef Py_ssize_t stop = len(data)
     try:
         value, stop = _load(data, 0, ctx)
-        if b"@ns:" in data or b"@su:" in data:
+        if _has_escape_prefix(data):
             ctx.flags |= F_ESCAPED_KEY
         return _finish(value, ctx, 0), ctx.flags
     except Unrepresentable:

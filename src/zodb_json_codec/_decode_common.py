@@ -53,7 +53,7 @@ class Obj:
 
 
 def is_global(v: Any) -> bool:
-    return type(v) is dict and len(v) == 1 and "@cls" in v
+    return _known.global_name(v) is not None
 
 
 # ---------------------------------------------------------------------------

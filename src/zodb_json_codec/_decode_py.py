@@ -213,11 +213,11 @@ def _persistent_ref(ctx: _Context, pid: Any, pos: int) -> dict:
     if type(pid) is dict and len(pid) == 1:
         if "@t" in pid:
             items = pid["@t"]
-            if items:
+            if type(items) is list and items:
                 first = items[0]
-        elif "@b" in pid:
+        elif type(pid.get("@b")) is str:
             oid = binascii.a2b_base64(pid["@b"])  # a bare oid (__getnewargs__ classes)
-        if type(first) is dict and len(first) == 1 and "@b" in first:
+        if type(first) is dict and len(first) == 1 and type(first.get("@b")) is str:
             oid = binascii.a2b_base64(first["@b"])  # (oid, klass)
     elif type(pid) is str and len(pid) == 8 and pid.isascii():
         oid = pid.encode("ascii")  # referencesf takes an ASCII text id as an oid

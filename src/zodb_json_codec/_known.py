@@ -24,21 +24,26 @@ from ._common import CodecError, I64_MAX, I64_MIN
 
 
 def tuple_items(v: Any) -> Optional[list]:
-    if type(v) is dict and len(v) == 1 and "@t" in v:
+    if type(v) is dict and len(v) == 1 and type(v.get("@t")) is list:
         return v["@t"]
     return None
 
 
+# A hostile pickle can build a one-key dict such as {"@cls": 5} (only dicts
+# of a marker's exact shape are rewritten as @d), so shapes are checked fully.
+
 def raw_bytes(v: Any) -> Optional[bytes]:
-    if type(v) is dict and len(v) == 1 and "@b" in v:
+    if type(v) is dict and len(v) == 1 and type(v.get("@b")) is str:
         return binascii.a2b_base64(v["@b"])
     return None
 
 
 def global_name(v: Any) -> Optional[tuple]:
+    """(module, name) of a ``{"@cls": [module, name]}`` made by GLOBAL or STACK_GLOBAL, else None."""
     if type(v) is dict and len(v) == 1 and "@cls" in v:
-        module, name = v["@cls"]
-        return module, name
+        names = v["@cls"]
+        if type(names) is list and len(names) == 2 and type(names[0]) is str and type(names[1]) is str:
+            return names[0], names[1]
     return None
 
 

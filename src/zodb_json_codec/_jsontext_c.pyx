@@ -1,0 +1,183 @@
+# cython: language_level=3, freethreading_compatible=True, embedsignature=True
+# cython: boundscheck=False, wraparound=False, cdivision=True
+"""Cython twin of ``_jsontext_py`` (which is normative) for the PostgreSQL JSON text.
+
+``pg_json_text`` writes the common case (the decoder's flags say nothing
+needs special spelling) as UTF-8 into one buffer, exactly as the pure twin's
+``json.dumps`` fast path and its ``\\b``/``\\f`` fix spell it; everything
+else (and any value this writer does not expect) goes to the pure twin.
+"""
+
+from cpython.mem cimport PyMem_Free, PyMem_Realloc
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.string cimport memcpy
+
+from . import _jsontext_py
+from ._common import MAX_DEPTH
+from ._jsontext_py import pretty_json_text, sanitize_for_pg  # noqa: F401 (re-exported for _decode_c)
+
+cdef extern from "Python.h":
+    const char* PyUnicode_AsUTF8AndSize(object s, Py_ssize_t* size) except NULL
+    char* PyOS_double_to_string(double val, char format_code, int precision, int flags, int* ptype) except NULL
+    int Py_DTSF_ADD_DOT_0
+
+# What a byte of UTF-8 text becomes inside a JSON string: 0 itself, 1 a
+# two-character escape, 2 a \u00XX escape (json.dumps' choices, with \b and
+# \f as the PostgreSQL writer spells them).
+cdef unsigned char ESCAPE[256]
+for _i in range(256):
+    ESCAPE[_i] = 2 if _i < 0x20 else 0
+for _c in (34, 92, 10, 13, 9):  # " \\ \n \r \t
+    ESCAPE[_c] = 1
+ESCAPE[0x08] = 2
+ESCAPE[0x0C] = 2
+
+cdef const char* HEX = b"0123456789abcdef"
+cdef Py_ssize_t DEPTH_LIMIT = 2 * MAX_DEPTH + 4
+
+
+cdef struct Buffer:
+    char* data
+    Py_ssize_t size
+    Py_ssize_t capacity
+
+
+cdef int _reserve(Buffer* out, Py_ssize_t extra) except -1:
+    cdef Py_ssize_t want = out.size + extra
+    cdef Py_ssize_t capacity
+    cdef char* grown
+    if want <= out.capacity:
+        return 0
+    capacity = out.capacity * 2 if out.capacity else 256
+    while capacity < want:
+        capacity *= 2
+    grown = <char*>PyMem_Realloc(out.data, capacity)
+    if grown == NULL:
+        raise MemoryError()
+    out.data = grown
+    out.capacity = capacity
+    return 0
+
+
+cdef inline int _write(Buffer* out, const char* text, Py_ssize_t n) except -1:
+    if out.size + n > out.capacity:
+        _reserve(out, n)
+    memcpy(out.data + out.size, text, n)
+    out.size += n
+    return 0
+
+
+cdef inline int _write_char(Buffer* out, char c) except -1:
+    if out.size + 1 > out.capacity:
+        _reserve(out, 1)
+    out.data[out.size] = c
+    out.size += 1
+    return 0
+
+
+cdef int _write_string(Buffer* out, str s) except -1:
+    cdef Py_ssize_t n, i, run = 0
+    cdef const unsigned char* p = <const unsigned char*>PyUnicode_AsUTF8AndSize(s, &n)
+    cdef unsigned char c, kind
+    _reserve(out, n + 2)
+    out.data[out.size] = 34  # "
+    out.size += 1
+    for i in range(n):
+        c = p[i]
+        kind = ESCAPE[c]
+        if kind == 0:
+            continue
+        _write(out, <const char*>p + run, i - run)
+        run = i + 1
+        if kind == 1:
+            _reserve(out, 2)
+            out.data[out.size] = 92  # backslash
+            out.data[out.size + 1] = (34 if c == 34 else 92 if c == 92 else
+                                      110 if c == 10 else 114 if c == 13 else 116)
+            out.size += 2
+        else:
+            _write(out, b"\\u00", 4)
+            _reserve(out, 2)
+            out.data[out.size] = HEX[c >> 4]
+            out.data[out.size + 1] = HEX[c & 15]
+            out.size += 2
+    _write(out, <const char*>p + run, n - run)
+    _write_char(out, 34)
+    return 0
+
+
+cdef int _write_value(Buffer* out, object v, Py_ssize_t depth) except -1:
+    """Write v; 1 when it holds something only the pure twin writes (nothing is kept then)."""
+    cdef Py_ssize_t n
+    cdef bint first
+    cdef char* text
+    if type(v) is str:
+        return _write_string(out, <str>v)
+    if type(v) is dict:
+        if depth > DEPTH_LIMIT:
+            return 1
+        _write_char(out, 123)  # {
+        first = True
+        for k, x in (<dict>v).items():
+            if type(k) is not str:
+                return 1
+            if not first:
+                _write_char(out, 44)  # ,
+            first = False
+            _write_string(out, <str>k)
+            _write_char(out, 58)  # :
+            if _write_value(out, x, depth + 1):
+                return 1
+        _write_char(out, 125)  # }
+        return 0
+    if type(v) is list:
+        if depth > DEPTH_LIMIT:
+            return 1
+        _write_char(out, 91)  # [
+        first = True
+        for x in <list>v:
+            if not first:
+                _write_char(out, 44)
+            first = False
+            if _write_value(out, x, depth + 1):
+                return 1
+        _write_char(out, 93)  # ]
+        return 0
+    if v is None:
+        return _write(out, b"null", 4)
+    if v is True:
+        return _write(out, b"true", 4)
+    if v is False:
+        return _write(out, b"false", 5)
+    if type(v) is int:
+        digits = repr(v)
+        return _write(out, PyUnicode_AsUTF8AndSize(digits, &n), n)
+    if type(v) is float:
+        text = PyOS_double_to_string(<double>v, b'r', 0, Py_DTSF_ADD_DOT_0, NULL)
+        try:
+            n = 0
+            while text[n]:
+                if text[n] == 101 or text[n] == 110 or text[n] == 105:  # e, nan, inf: the pure twin's
+                    return 1
+                n += 1
+            _write(out, text, n)
+        finally:
+            PyMem_Free(text)
+        return 0
+    return 1
+
+
+def pg_json_text(state, int special):
+    """The compact PostgreSQL JSON text of a decoded state (see ``_jsontext_py.pg_json_text``)."""
+    cdef Buffer out
+    if special:
+        return _jsontext_py.pg_json_text(state, special)
+    out.data = NULL
+    out.size = 0
+    out.capacity = 0
+    try:
+        if _write_value(&out, state, 0):
+            return _jsontext_py.pg_json_text(state, special)
+        return PyUnicode_DecodeUTF8(out.data, out.size, NULL)
+    finally:
+        PyMem_Free(out.data)
