@@ -853,6 +853,39 @@ def test_decoding_errors_name_the_offset(impl, case):
         assert f"offset {base + at}" in message, (fn, message)
 
 
+def _one_key_dict(key: str, value_ops: bytes) -> bytes:
+    """Pickle ops building {key: value}: a user dict that looks like a marker without being one."""
+    raw = key.encode()
+    return b"}X" + struct.pack("<I", len(raw)) + raw + value_ops + b"s"
+
+
+OID_1 = b"C\x08\x00\x00\x00\x00\x00\x00\x00\x01"
+
+# Dicts of a marker's key but not its value type stay plain dicts; used where
+# the decoder expects a class, bytes or a tuple they must not break it.
+LOOKALIKE_CASES = {
+    "REDUCE of {'@cls': 5}": _one_key_dict("@cls", b"K\x05") + b")R",
+    "REDUCE of {'@cls': [1, 2]}": _one_key_dict("@cls", b"]K\x01K\x02\x86e") + b")R",
+    "reference ({'@b': 5}, None)": _one_key_dict("@b", b"K\x05") + b"N\x86Q",
+    "reference (oid, {'@cls': 5})": OID_1 + _one_key_dict("@cls", b"K\x05") + b"\x86Q",
+    "reference {'@t': 5}": _one_key_dict("@t", b"K\x05") + b"Q",
+    "datetime of {'@b': 5}": b"cdatetime\ndatetime\n" + _one_key_dict("@b", b"K\x05") + b"\x85R",
+    "NEWOBJ of {'@cls': 5} then BUILD": _one_key_dict("@cls", b"K\x05") + b")\x81}b",
+}
+
+
+@pytest.mark.parametrize("case", list(LOOKALIKE_CASES))
+def test_marker_lookalike_dicts_decode_without_type_errors(impl, case):
+    # Found while building the compiled twin: both twins unpacked such dicts
+    # as if they were markers and raised TypeError.
+    body = LOOKALIKE_CASES[case]
+    for fn, data in [(fn, rec(body)) for fn in RECORD_DECODERS] + [(fn, single(body)) for fn in PICKLE_DECODERS]:
+        try:
+            getattr(impl, fn)(data)
+        except ValueError:
+            pass  # a refusal is fine; any other exception type is the bug
+
+
 @pytest.mark.parametrize("case", ["class pickle not a class", "NUL in the class name", "too deep"])
 def test_record_level_errors_name_an_offset(impl, case):
     # Errors found after the opcodes were read (what the first pickle means,
