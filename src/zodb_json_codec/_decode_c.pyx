@@ -27,7 +27,7 @@ import binascii
 
 from . import _known
 from ._common import (
-    I64_MAX, I64_MIN, MAX_BIGINT_BITS, MAX_DEPTH, CodecError, b64encode, btree_kind, bytes_argument,
+    I64_MAX, I64_MIN, MAX_BIGINT_BITS, MAX_DEPTH, CodecError, b64encode, bytes_argument,
     decimal_to_int, float_marker, int_to_decimal, marker_kind,
 )
 from . import _decode_common
@@ -74,32 +74,33 @@ cdef class _Context:
 
     cdef public bint compact
     cdef list memo               # memo entries by index (_MISSING where none)...
-    cdef dict memo_far           # ...and those whose index is far beyond the others
+    cdef dict memo_far           # ...and those whose index is far beyond the others (or None)
     cdef Py_ssize_t memo_count   # distinct indices: what MEMOIZE numbers the next one
     cdef public dict objs        # id(value) -> Obj, for REDUCE/NEWOBJ results
-    cdef public dict dforms      # id(dict) -> dict, dicts switched to the @d pair form
-    cdef public dict shared      # id -> value for mutable values fetched from the memo / DUP
+    cdef public dict dforms      # id(dict) -> dict, dicts switched to the @d pair form (or None)
+    cdef public dict shared      # id -> value for mutable values fetched from the memo / DUP (or None)
     cdef public bint cyclic      # a shared value was mutated: the graph may have a cycle
     cdef public int flags
     cdef public list refs
     cdef public bint unrepresentable
     cdef public bint uncallable  # REDUCE/NEWOBJ of a value no unpickler could call
     cdef public Py_ssize_t containers  # container opcodes run: bounds the nesting depth
+    cdef Py_ssize_t stop         # offset after the STOP that ended the last walk
+    # What a record decodes to:
+    cdef str module
+    cdef str name
+    cdef object state
+    cdef Py_ssize_t state_offset
 
-    def __init__(self, bint compact):
-        self.compact = compact
-        self.memo = []
-        self.memo_far = {}
-        self.memo_count = 0
-        self.objs = {}
-        self.dforms = {}
-        self.shared = {}
-        self.cyclic = False
-        self.flags = 0
-        self.refs = []
-        self.unrepresentable = False
-        self.uncallable = False
-        self.containers = 0
+
+cdef _Context _new_context(bint compact):
+    """A context; the dicts that most records never need are made on first use."""
+    cdef _Context ctx = _Context.__new__(_Context)
+    ctx.compact = compact
+    ctx.memo = []
+    ctx.objs = {}
+    ctx.refs = []
+    return ctx
 
 
 cdef object _err(str msg, Py_ssize_t pos):
@@ -312,10 +313,9 @@ cdef dict _content(_CObj obj, _Context ctx):
             uuid_text = _uuid_from_state(state)
             if uuid_text is not None and obj.items is None and obj.appends is None:
                 return {"@uuid": uuid_text}
-        if (<str>module).startswith("BTrees."):
-            kind = btree_kind(module, name)
-            if kind is not None:
-                state = _btree_state(state, kind[0], kind[1])
+        kind = _btree_kind(module, name)
+        if kind:
+            state = _btree_state(state, kind & BTREE_IS_TREE, kind & BTREE_IS_MAP)
         if args["@t"]:
             state = {"@args": args, "@state": state}
         content = {"@cls": [module, name], "@s": state}
@@ -350,6 +350,27 @@ cdef object _uuid_from_state(object state):
 
 
 cdef object _UUID_LIMIT = 1 << 128
+
+
+cdef enum:
+    BTREE_IS_TREE = 1
+    BTREE_IS_MAP = 2
+    BTREE_FAMILY = 4  # any BTrees class the state rules know
+
+
+cdef int _btree_kind(str module, str name):
+    """_common.btree_kind as bits: 0 for any other class."""
+    if not module.startswith("BTrees.") or module == "BTrees.Length":
+        return 0
+    if name.endswith("BTree"):
+        return BTREE_FAMILY | BTREE_IS_TREE | BTREE_IS_MAP
+    if name.endswith("Bucket"):
+        return BTREE_FAMILY | BTREE_IS_MAP
+    if name.endswith("TreeSet"):
+        return BTREE_FAMILY | BTREE_IS_TREE
+    if name.endswith("Set"):
+        return BTREE_FAMILY
+    return 0
 
 
 cdef inline object _tuple_items(object v):
@@ -670,9 +691,16 @@ cdef inline void _note_mutation(_Context ctx, object target):
         ctx.cyclic = True
 
 
-cdef inline void _note_shared(_Context ctx, object value):
+cdef inline void _note_shared(_Context ctx, object value) except *:
     if type(value) is list or type(value) is dict:
-        ctx.shared[_id(value)] = value
+        _share(ctx, value)
+
+
+cdef int _share(_Context ctx, object value) except -1:
+    if ctx.shared is None:
+        ctx.shared = {}
+    ctx.shared[_id(value)] = value
+    return 0
 
 
 cdef inline bint _maybe_marker(dict d):
@@ -749,6 +777,8 @@ cdef void _to_dform(_Context ctx, dict target, list items, Py_ssize_t start) exc
         pairs.append([items[i], items[i + 1]])
     target.clear()
     target["@d"] = pairs
+    if ctx.dforms is None:
+        ctx.dforms = {}
     ctx.dforms[_id(target)] = target
 
 
@@ -918,6 +948,8 @@ cdef int _memo_put(_Context ctx, Py_ssize_t idx, object value) except -1:
 
 
 cdef int _memo_put_far(_Context ctx, object idx, object value) except -1:
+    if ctx.memo_far is None:
+        ctx.memo_far = {}
     if PyDict_GetItem(ctx.memo_far, idx) == NULL:
         ctx.memo_count += 1
     PyDict_SetItem(ctx.memo_far, idx, value)
@@ -952,7 +984,7 @@ cdef object _memo_get_any(_Context ctx, object idx, Py_ssize_t start):
     """GET's index, which the text may make any size."""
     if idx < _MEMO_FAR:
         return _memo_get(ctx, <Py_ssize_t>idx, start)
-    cdef PyObject* found = PyDict_GetItem(ctx.memo_far, idx)
+    cdef PyObject* found = PyDict_GetItem(ctx.memo_far, idx) if ctx.memo_far else NULL
     if found == NULL:
         raise _err(f"invalid pickle data: memo index {idx} not found", start)
     return _fetched(ctx, <object>found)
@@ -963,7 +995,7 @@ cdef inline object _fetched(_Context ctx, object v):
     if type(v) is list or (type(v) is dict and not _is_one_key(v, "@cls")):
         # A class marker cannot be mutated: SETITEMS on it is an error and
         # BUILD wraps it in a new @inst.
-        ctx.shared[_id(v)] = v
+        _share(ctx, v)
     return v
 
 
@@ -1006,8 +1038,8 @@ cdef inline object _top(list stack):
     return <object>PyList_GET_ITEM(stack, PyList_GET_SIZE(stack) - 1)
 
 
-cdef tuple _load(bytes data, Py_ssize_t pos, _Context ctx):
-    """Run the pickle machine from pos to the first STOP; (value, offset after STOP)."""
+cdef object _load(bytes data, Py_ssize_t pos, _Context ctx):
+    """Run the pickle machine from pos to the first STOP: its value (ctx.stop: the offset after it)."""
     cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(data)
     cdef Py_ssize_t end = PyBytes_GET_SIZE(data)
     cdef Py_ssize_t start, n, nl, nl2
@@ -1199,7 +1231,8 @@ cdef tuple _load(bytes data, Py_ssize_t pos, _Context ctx):
             elif op == STOP:
                 if not stack:
                     raise _err("pickle stack underflow", start)
-                return _top(stack), pos
+                ctx.stop = pos
+                return _top(stack)
             elif op == LONG_BINPUT:
                 if pos + 4 > end:
                     raise _eof(pos)
@@ -1553,14 +1586,15 @@ cdef bint _has_escape_prefix(bytes data):
 
 cdef tuple _class_metadata(object klass):
     """(module, name, args): ZODB's ((module, name) class, args) form in C, the rest by _known."""
-    cdef list items
     cdef object names = _global_names(klass)
     if names is not None:  # ZODB writes the class alone when it has no arguments
         return names[0], names[1], None
-    if _is_one_key(klass, "@t"):
-        items = (<dict>klass)["@t"]
+    items = _tuple_items(klass)
+    if items is not None:
         if len(items) == 2:
             first = items[0]
+            if type(first) is str and type(items[1]) is str:  # (module, name) as text
+                return first, items[1], None
             if _is_one_key(first, "@cls"):
                 names = (<dict>first)["@cls"]
                 if (type(names) is list and len(<list>names) == 2 and type(names[0]) is str
@@ -1569,38 +1603,40 @@ cdef tuple _class_metadata(object klass):
     return _known.class_metadata(klass)
 
 
-cdef tuple _decode_record(object data, bint compact=True):
-    """(module, name, state, refs, flags, offset of the state pickle) of a ZODB record."""
+cdef _Context _decode_record(object data):
+    """The context of a decoded ZODB record: module, name, state (compact references), refs, flags,
+    state_offset (where the state pickle starts)."""
     if type(data) is not bytes:
         data = bytes_argument(data)
-    cdef _Context ctx = _Context(compact)
+    cdef _Context ctx = _new_context(True)
+    cdef _Context fresh
     cdef Py_ssize_t pos = 0
     cdef Py_ssize_t class_refs
     module = name = ""
     try:
-        klass, pos = _load(data, 0, ctx)
+        klass = _load(data, 0, ctx)
+        pos = ctx.stop
         class_refs = len(ctx.refs)
         ctx.uncallable = False
         try:
-            state, _ = _load(data, pos, ctx)
+            state = _load(data, pos, ctx)
             problem = None
         except CodecError as exc:
             problem = exc
         if problem is not None or ctx.uncallable:
             fresh = _load_state_with_own_memo(data, pos, ctx)
             if fresh is not None:
-                class_ref_list = ctx.refs[:class_refs]
-                state, ctx = fresh
-                ctx.refs[:0] = class_ref_list
+                fresh.refs[:0] = ctx.refs[:class_refs]
+                state = fresh.state
+                ctx = fresh
             elif problem is not None:
                 raise problem
         module, name, args = _class_metadata(klass)
         if "\x00" in module or "\x00" in name:
             ctx.flags |= F_NUL
-        if module.startswith("BTrees."):
-            kind = btree_kind(module, name)
-            if kind is not None:
-                state = _btree_state(state, kind[0], kind[1])
+        kind = _btree_kind(module, name)
+        if kind:
+            state = _btree_state(state, kind & BTREE_IS_TREE, kind & BTREE_IS_MAP)
         if args is not None:
             state = {"@args": args, "@state": state}
         if _has_escape_prefix(data):
@@ -1613,21 +1649,32 @@ cdef tuple _decode_record(object data, bint compact=True):
             ctx.flags &= ~F_NUL
     except RecursionError:
         raise CodecError("maximum nesting depth exceeded") from None
-    return module, name, state, ctx.refs, ctx.flags, pos
+    ctx.module = module
+    ctx.name = name
+    ctx.state = state
+    ctx.state_offset = pos
+    return ctx
 
 
-cdef object _load_state_with_own_memo(bytes data, Py_ssize_t pos, _Context ctx):
-    """(state, context) of a state pickle read with a memo of its own, or None (see _decode_py)."""
-    cdef _Context fresh = _Context(ctx.compact)
+cdef _Context _load_state_with_own_memo(bytes data, Py_ssize_t pos, _Context ctx):
+    """A context whose state is the state pickle read with a memo of its own, or None (see _decode_py)."""
+    cdef _Context fresh = _new_context(ctx.compact)
     fresh.flags = ctx.flags
     fresh.containers = ctx.containers
     try:
-        state, _ = _load(data, pos, fresh)
+        fresh.state = _load(data, pos, fresh)
     except CodecError:
         return None
     if fresh.uncallable:
         return None
-    return state, fresh
+    return fresh
+
+
+cdef int _check_class_names(str module, str name) except -1:
+    """_decode_common.check_class_names_at_offset_0, skipped for plain ASCII names."""
+    if not (_plain_text(module) and _plain_text(name)):
+        check_class_names_at_offset_0(module, name)
+    return 0
 
 
 def decode_zodb_record(data):
@@ -1635,8 +1682,8 @@ def decode_zodb_record(data):
 
     Raises TypeError for a non-bytes argument and ValueError for bad data.
     """
-    module, name, state, _, _, _ = _decode_record(data)
-    return {"@cls": [module, name], "@s": state}
+    cdef _Context ctx = _decode_record(data)
+    return {"@cls": [ctx.module, ctx.name], "@s": ctx.state}
 
 
 def decode_zodb_record_for_pg(data):
@@ -1644,11 +1691,12 @@ def decode_zodb_record_for_pg(data):
 
     Raises TypeError for a non-bytes argument and ValueError for bad data.
     """
-    module, name, state, refs, flags, start = _decode_record(data)
-    check_class_names_at_offset_0(module, name)
-    if flags & (F_NUL | F_SURROGATE | F_FLOAT | F_EXP_FLOAT):
-        state = in_state(sanitize_for_pg, start, state, True, True)
-    return module, name, state, refs
+    cdef _Context ctx = _decode_record(data)
+    _check_class_names(ctx.module, ctx.name)
+    state = ctx.state
+    if ctx.flags & (F_NUL | F_SURROGATE | F_FLOAT | F_EXP_FLOAT):
+        state = in_state(sanitize_for_pg, ctx.state_offset, state, True, True)
+    return ctx.module, ctx.name, state, ctx.refs
 
 
 def decode_zodb_record_for_pg_json(data):
@@ -1656,23 +1704,27 @@ def decode_zodb_record_for_pg_json(data):
 
     Raises TypeError for a non-bytes argument and ValueError for bad data.
     """
-    module, name, state, refs, flags, start = _decode_record(data)
-    check_class_names_at_offset_0(module, name)
-    special = flags & (F_NUL | F_SURROGATE | F_FLOAT | F_EXP_FLOAT)
-    return module, name, in_state(pg_json_text, start, state, special), refs
+    cdef _Context ctx = _decode_record(data)
+    _check_class_names(ctx.module, ctx.name)
+    try:
+        text = pg_json_text(ctx.state, ctx.flags & (F_NUL | F_SURROGATE | F_FLOAT | F_EXP_FLOAT))
+    except CodecError as exc:  # as _decode_common.in_state words it
+        raise CodecError(f"{exc} (state pickle at offset {ctx.state_offset})") from None
+    return ctx.module, ctx.name, text, ctx.refs
 
 
 cdef tuple _decode_pickle(object data):
-    data = bytes_argument(data)
-    cdef _Context ctx = _Context(False)
-    cdef Py_ssize_t stop = len(data)
+    if type(data) is not bytes:
+        data = bytes_argument(data)
+    cdef _Context ctx = _new_context(False)
+    ctx.stop = len(data)
     try:
-        value, stop = _load(data, 0, ctx)
+        value = _load(data, 0, ctx)
         if _has_escape_prefix(data):
             ctx.flags |= F_ESCAPED_KEY
         return _finish(value, ctx, 0), ctx.flags
     except Unrepresentable:
-        return {"@pkl": b64encode(data[:stop])}, 0
+        return {"@pkl": b64encode(data[:ctx.stop])}, 0
     except RecursionError:
         raise CodecError("maximum nesting depth exceeded") from None
 

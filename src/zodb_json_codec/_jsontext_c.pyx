@@ -10,6 +10,7 @@ else (and any value this writer does not expect) goes to the pure twin.
 
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.stdint cimport uint64_t
 from libc.string cimport memcpy
 
 from . import _jsontext_py
@@ -75,32 +76,45 @@ cdef inline int _write_char(Buffer* out, char c) except -1:
     return 0
 
 
+cdef inline bint _needs_escape(uint64_t x):
+    """Does any of these 8 bytes need escaping (< 0x20, '"' or backslash)?  Word-at-a-time tests."""
+    cdef uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL
+    cdef uint64_t quote = x ^ (ones * 34), backslash = x ^ (ones * 92)
+    return ((((x - ones * 0x20) & ~x) | ((quote - ones) & ~quote) | ((backslash - ones) & ~backslash)) & highs) != 0
+
+
 cdef int _write_string(Buffer* out, str s) except -1:
-    cdef Py_ssize_t n, i, run = 0
+    cdef Py_ssize_t n, i = 0, run = 0
     cdef const unsigned char* p = <const unsigned char*>PyUnicode_AsUTF8AndSize(s, &n)
     cdef unsigned char c, kind
+    cdef uint64_t word
     _reserve(out, n + 2)
     out.data[out.size] = 34  # "
     out.size += 1
-    for i in range(n):
+    while i < n:
+        if i + 8 <= n:
+            memcpy(&word, p + i, 8)
+            if not _needs_escape(word):
+                i += 8
+                continue
         c = p[i]
         kind = ESCAPE[c]
-        if kind == 0:
-            continue
-        _write(out, <const char*>p + run, i - run)
-        run = i + 1
-        if kind == 1:
-            _reserve(out, 2)
-            out.data[out.size] = 92  # backslash
-            out.data[out.size + 1] = (34 if c == 34 else 92 if c == 92 else
-                                      110 if c == 10 else 114 if c == 13 else 116)
-            out.size += 2
-        else:
-            _write(out, b"\\u00", 4)
-            _reserve(out, 2)
-            out.data[out.size] = HEX[c >> 4]
-            out.data[out.size + 1] = HEX[c & 15]
-            out.size += 2
+        if kind:
+            _write(out, <const char*>p + run, i - run)
+            run = i + 1
+            if kind == 1:
+                _reserve(out, 2)
+                out.data[out.size] = 92  # backslash
+                out.data[out.size + 1] = (34 if c == 34 else 92 if c == 92 else
+                                          110 if c == 10 else 114 if c == 13 else 116)
+                out.size += 2
+            else:
+                _write(out, b"\\u00", 4)
+                _reserve(out, 2)
+                out.data[out.size] = HEX[c >> 4]
+                out.data[out.size + 1] = HEX[c & 15]
+                out.size += 2
+        i += 1
     _write(out, <const char*>p + run, n - run)
     _write_char(out, 34)
     return 0
