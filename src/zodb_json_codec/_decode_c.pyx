@@ -34,7 +34,8 @@ from . import _decode_common
 from ._decode_common import (
     Unrepresentable, check_class_names_at_offset_0, finish, in_state,
 )
-from ._jsontext_c import pg_json_text, pretty_json_text, sanitize_for_pg
+from ._jsontext_c cimport pg_json_text
+from ._jsontext_py import pretty_json_text, sanitize_for_pg
 
 cdef extern from "Python.h":
     ctypedef unsigned char Py_UCS1
@@ -44,6 +45,7 @@ cdef extern from "Python.h":
     Py_UCS4 PyUnicode_READ_CHAR(object o, Py_ssize_t index)
     int PyUnicode_IS_ASCII(object o)
     object PyLong_FromVoidPtr(void* p)
+    Py_ssize_t PyUnicode_FindChar(object s, Py_UCS4 ch, Py_ssize_t start, Py_ssize_t end, int direction) except -2
 
 # The decoder flags, as in _decode_common (checked at import below).
 cdef enum:
@@ -132,6 +134,13 @@ cdef str _utf8(const unsigned char* p, Py_ssize_t n, Py_ssize_t start, _Context 
     return s
 
 
+# The base64 text of every 12-bit value: two characters per lookup.
+cdef char B64_PAIRS[8192]
+for _v in range(4096):
+    B64_PAIRS[2 * _v] = B64_ALPHABET[_v >> 6]
+    B64_PAIRS[2 * _v + 1] = B64_ALPHABET[_v & 63]
+
+
 cdef str _b64(const unsigned char* p, Py_ssize_t n):
     """Standard base64 with padding, as binascii.b2a_base64(newline=False) writes it."""
     cdef Py_ssize_t full = n // 3, rest = n - full * 3, i
@@ -140,10 +149,8 @@ cdef str _b64(const unsigned char* p, Py_ssize_t n):
     cdef uint32_t v
     for i in range(full):
         v = (<uint32_t>p[0] << 16) | (<uint32_t>p[1] << 8) | p[2]
-        o[0] = B64_ALPHABET[v >> 18]
-        o[1] = B64_ALPHABET[(v >> 12) & 63]
-        o[2] = B64_ALPHABET[(v >> 6) & 63]
-        o[3] = B64_ALPHABET[v & 63]
+        memcpy(o, B64_PAIRS + 2 * (v >> 12), 2)
+        memcpy(o + 2, B64_PAIRS + 2 * (v & 4095), 2)
         p += 3
         o += 4
     if rest == 1:
@@ -1049,7 +1056,7 @@ cdef object _load(bytes data, Py_ssize_t pos, _Context ctx):
     cdef double x
     cdef int width
     cdef list stack = []
-    cdef list metastack = []
+    cdef list metastack = None  # made at the first MARK
     cdef list items
     cdef PyObject* found
     start = pos
@@ -1106,6 +1113,8 @@ cdef object _load(bytes data, Py_ssize_t pos, _Context ctx):
                 _set_items(ctx, _top(stack), items, start, "SETITEMS")
             elif op == MARK:
                 ctx.containers += 1
+                if metastack is None:
+                    metastack = []
                 metastack.append(stack)
                 stack = []
             elif op == EMPTY_DICT:
@@ -1584,23 +1593,30 @@ cdef bint _has_escape_prefix(bytes data):
 # Records and single pickles
 # ---------------------------------------------------------------------------
 
-cdef tuple _class_metadata(object klass):
-    """(module, name, args): ZODB's ((module, name) class, args) form in C, the rest by _known."""
+cdef object _class_metadata(object klass, _Context ctx):
+    """_known.class_metadata: sets ctx.module and ctx.name, returns the class arguments (or None).
+
+    ZODB's forms are read here, the rest by _known."""
     cdef object names = _global_names(klass)
     if names is not None:  # ZODB writes the class alone when it has no arguments
-        return names[0], names[1], None
+        ctx.module, ctx.name = names
+        return None
     items = _tuple_items(klass)
-    if items is not None:
-        if len(items) == 2:
-            first = items[0]
-            if type(first) is str and type(items[1]) is str:  # (module, name) as text
-                return first, items[1], None
-            if _is_one_key(first, "@cls"):
-                names = (<dict>first)["@cls"]
-                if (type(names) is list and len(<list>names) == 2 and type(names[0]) is str
-                        and type(names[1]) is str):
-                    return names[0], names[1], items[1]
-    return _known.class_metadata(klass)
+    if items is not None and len(items) == 2:
+        first = items[0]
+        if type(first) is str and type(items[1]) is str:  # (module, name) as text
+            ctx.module, ctx.name = first, items[1]
+            return None
+        names = _global_names(first)
+        if names is not None:  # (class, arguments)
+            ctx.module, ctx.name = names
+            return items[1]
+    ctx.module, ctx.name, args = _known.class_metadata(klass)
+    return args
+
+
+cdef inline bint _has_nul(str s):
+    return PyUnicode_FindChar(s, 0, 0, PyUnicode_GET_LENGTH(s), 1) >= 0
 
 
 cdef _Context _decode_record(object data):
@@ -1612,7 +1628,7 @@ cdef _Context _decode_record(object data):
     cdef _Context fresh
     cdef Py_ssize_t pos = 0
     cdef Py_ssize_t class_refs
-    module = name = ""
+    cdef str module = "", name = ""
     try:
         klass = _load(data, 0, ctx)
         pos = ctx.stop
@@ -1631,8 +1647,9 @@ cdef _Context _decode_record(object data):
                 ctx = fresh
             elif problem is not None:
                 raise problem
-        module, name, args = _class_metadata(klass)
-        if "\x00" in module or "\x00" in name:
+        args = _class_metadata(klass, ctx)
+        module, name = ctx.module, ctx.name
+        if _has_nul(module) or _has_nul(name):
             ctx.flags |= F_NUL
         kind = _btree_kind(module, name)
         if kind:

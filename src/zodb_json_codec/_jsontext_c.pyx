@@ -8,9 +8,10 @@ needs special spelling) as UTF-8 into one buffer, exactly as the pure twin's
 else (and any value this writer does not expect) goes to the pure twin.
 """
 
-from cpython.mem cimport PyMem_Free, PyMem_Realloc
+from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport uint64_t
+from libc.math cimport fabs, signbit
 from libc.string cimport memcpy
 
 from . import _jsontext_py
@@ -18,6 +19,7 @@ from ._common import MAX_DEPTH
 from ._jsontext_py import pretty_json_text, sanitize_for_pg  # noqa: F401 (re-exported for _decode_c)
 
 cdef extern from "Python.h":
+    long long PyLong_AsLongLongAndOverflow(object v, int* overflow) except? -1
     const char* PyUnicode_AsUTF8AndSize(object s, Py_ssize_t* size) except NULL
     char* PyOS_double_to_string(double val, char format_code, int precision, int flags, int* ptype) except NULL
     int Py_DTSF_ADD_DOT_0
@@ -37,10 +39,15 @@ cdef const char* HEX = b"0123456789abcdef"
 cdef Py_ssize_t DEPTH_LIMIT = 2 * MAX_DEPTH + 4
 
 
+cdef enum:
+    INLINE_CAPACITY = 4096  # most states' text fits: no heap buffer
+
+
 cdef struct Buffer:
-    char* data
+    char* data            # inline, until the text outgrows it
     Py_ssize_t size
     Py_ssize_t capacity
+    char inline[INLINE_CAPACITY]
 
 
 cdef int _reserve(Buffer* out, Py_ssize_t extra) except -1:
@@ -49,10 +56,15 @@ cdef int _reserve(Buffer* out, Py_ssize_t extra) except -1:
     cdef char* grown
     if want <= out.capacity:
         return 0
-    capacity = out.capacity * 2 if out.capacity else 256
+    capacity = out.capacity * 2
     while capacity < want:
         capacity *= 2
-    grown = <char*>PyMem_Realloc(out.data, capacity)
+    if out.data == out.inline:
+        grown = <char*>PyMem_Malloc(capacity)
+        if grown != NULL:
+            memcpy(grown, out.inline, out.size)
+    else:
+        grown = <char*>PyMem_Realloc(out.data, capacity)
     if grown == NULL:
         raise MemoryError()
     out.data = grown
@@ -120,6 +132,90 @@ cdef int _write_string(Buffer* out, str s) except -1:
     return 0
 
 
+cdef int _write_int(Buffer* out, object v) except -1:
+    """Decimal digits of an int, as int.__repr__ writes them."""
+    cdef int overflow = 0
+    cdef long long x = PyLong_AsLongLongAndOverflow(v, &overflow)
+    cdef unsigned long long u
+    cdef char digits[24]
+    cdef int i = 24
+    cdef Py_ssize_t n
+    if overflow:
+        text = repr(v)
+        return _write(out, PyUnicode_AsUTF8AndSize(text, &n), n)
+    u = <unsigned long long>(-(x + 1)) + 1 if x < 0 else <unsigned long long>x
+    while True:
+        i -= 1
+        digits[i] = <char>(48 + u % 10)
+        u //= 10
+        if u == 0:
+            break
+    if x < 0:
+        i -= 1
+        digits[i] = 45  # -
+    return _write(out, digits + i, 24 - i)
+
+
+cdef double POW10[23]
+for _i in range(23):
+    POW10[_i] = 10.0 ** _i  # exact: powers of ten up to 1e22 are doubles
+cdef double TWO_50 = 2.0 ** 50
+
+
+cdef int _write_float(Buffer* out, double x) except -1:
+    """repr(x), as json.dumps writes a float; 1 when only the pure twin's writer may write it."""
+    cdef double ax = fabs(x), t
+    cdef long long m
+    cdef int d, n
+    cdef char* text
+    if (1e-4 <= ax < 1e16) or (ax == 0.0 and not signbit(x)):
+        # The fewest decimals d whose rounding m of x * 10**d reads back as x.
+        # Below 2**50, that product is within 1/8 of an integer when such an m
+        # exists, so no other m can qualify: it is repr's shortest digit string.
+        for d in range(23):
+            t = ax * POW10[d]
+            if t >= TWO_50:
+                break
+            m = <long long>(t + 0.5)
+            if <double>m / POW10[d] == ax:
+                return _write_decimal(out, m, d, x < 0)
+    text = PyOS_double_to_string(x, b'r', 0, Py_DTSF_ADD_DOT_0, NULL)
+    try:
+        n = 0
+        while text[n]:
+            if text[n] == 101 or text[n] == 110 or text[n] == 105:  # e, nan, inf: the pure twin's
+                return 1
+            n += 1
+        _write(out, text, n)
+    finally:
+        PyMem_Free(text)
+    return 0
+
+
+cdef int _write_decimal(Buffer* out, long long m, int d, bint negative) except -1:
+    """m / 10**d with d decimals (at least one), as repr spells it."""
+    cdef char digits[64]
+    cdef int end = 64, i = 64, point
+    while True:
+        i -= 1
+        digits[i] = <char>(48 + m % 10)
+        m //= 10
+        if m == 0:
+            break
+    while 64 - i <= d:  # 0.000ddd: the zeros between the point and the digits, and the 0 before it
+        i -= 1
+        digits[i] = 48
+    if negative:
+        _write_char(out, 45)
+    if d == 0:
+        _write(out, digits + i, end - i)
+        return _write(out, b".0", 2)
+    point = end - d
+    _write(out, digits + i, point - i)
+    _write_char(out, 46)
+    return _write(out, digits + point, d)
+
+
 cdef int _write_value(Buffer* out, object v, Py_ssize_t depth) except -1:
     """Write v; 1 when it holds something only the pure twin writes (nothing is kept then)."""
     cdef Py_ssize_t n
@@ -164,34 +260,24 @@ cdef int _write_value(Buffer* out, object v, Py_ssize_t depth) except -1:
     if v is False:
         return _write(out, b"false", 5)
     if type(v) is int:
-        digits = repr(v)
-        return _write(out, PyUnicode_AsUTF8AndSize(digits, &n), n)
+        return _write_int(out, v)
     if type(v) is float:
-        text = PyOS_double_to_string(<double>v, b'r', 0, Py_DTSF_ADD_DOT_0, NULL)
-        try:
-            n = 0
-            while text[n]:
-                if text[n] == 101 or text[n] == 110 or text[n] == 105:  # e, nan, inf: the pure twin's
-                    return 1
-                n += 1
-            _write(out, text, n)
-        finally:
-            PyMem_Free(text)
-        return 0
+        return _write_float(out, <double>v)
     return 1
 
 
-def pg_json_text(state, int special):
+cpdef str pg_json_text(object state, int special):
     """The compact PostgreSQL JSON text of a decoded state (see ``_jsontext_py.pg_json_text``)."""
     cdef Buffer out
     if special:
         return _jsontext_py.pg_json_text(state, special)
-    out.data = NULL
+    out.data = out.inline
     out.size = 0
-    out.capacity = 0
+    out.capacity = INLINE_CAPACITY
     try:
         if _write_value(&out, state, 0):
             return _jsontext_py.pg_json_text(state, special)
         return PyUnicode_DecodeUTF8(out.data, out.size, NULL)
     finally:
-        PyMem_Free(out.data)
+        if out.data != out.inline:
+            PyMem_Free(out.data)
