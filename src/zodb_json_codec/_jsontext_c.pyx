@@ -15,7 +15,6 @@ from libc.math cimport fabs, signbit
 from libc.string cimport memcpy
 
 from . import _jsontext_py
-from ._common import MAX_DEPTH
 from ._jsontext_py import pretty_json_text, sanitize_for_pg  # noqa: F401 (re-exported for _decode_c)
 
 cdef extern from "Python.h":
@@ -36,7 +35,7 @@ ESCAPE[0x08] = 2
 ESCAPE[0x0C] = 2
 
 cdef const char* HEX = b"0123456789abcdef"
-cdef Py_ssize_t DEPTH_LIMIT = 2 * MAX_DEPTH + 4
+cdef Py_ssize_t DEPTH_LIMIT = _jsontext_py.JSON_DEPTH_LIMIT  # deeper: the pure twin's writer decides
 
 
 cdef enum:

@@ -22,6 +22,11 @@ from ._common import (
 _dumps_compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False,
                                   check_circular=False).encode
 
+# JSON levels of a value tree that passed the decoder's depth check: an @d
+# pair is three JSON levels for one of the tree's ({"@d": [[k, v]]}), plus a
+# few for the record's own wrappers.  Deeper is an error, not a crash.
+JSON_DEPTH_LIMIT = 3 * MAX_DEPTH + 10
+
 # In JSON text produced by encode_basestring, an escape is a backslash run of odd length.
 _BF_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\([bf])")
 
@@ -116,7 +121,7 @@ def _write_pg(v: Any, out: List[str], depth: int) -> None:
     if t is str:
         out.append(_pg_string(v))
     elif t is dict:
-        if depth > 2 * MAX_DEPTH + 4:
+        if depth > JSON_DEPTH_LIMIT:
             raise CodecError("invalid pickle data: maximum nesting depth exceeded in JSON conversion")
         if not v:
             out.append("{}")
@@ -132,7 +137,7 @@ def _write_pg(v: Any, out: List[str], depth: int) -> None:
             _write_pg(x, out, depth + 1)
         out.append("}")
     elif t is list:
-        if depth > 2 * MAX_DEPTH + 4:
+        if depth > JSON_DEPTH_LIMIT:
             raise CodecError("invalid pickle data: maximum nesting depth exceeded in JSON conversion")
         if not v:
             out.append("[]")
