@@ -1,0 +1,92 @@
+"""Many threads calling one twin at once get exactly what one thread gets (no shared mutable state), for each twin."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from typing import Any, Callable, List, Tuple
+
+from corpus import NAMES, record, vectors
+from strictcompare import describe, outcome, outcome_diff
+
+DECODERS = ("decode_zodb_record", "decode_zodb_record_for_pg", "decode_zodb_record_for_pg_json",
+            "pickle_to_dict", "pickle_to_json")
+THREADS = 8
+ROUNDS = 2
+# Every EVERY-th corpus record: both corpora, all sizes, a few seconds per round for the pure twin.
+EVERY = 8
+
+Call = Tuple[str, Callable[[Any], Any], Any]
+
+
+def workload(impl) -> List[Call]:
+    """(label, function, argument): corpus records through all eight functions, and inputs that fail.
+
+    The encoders get what this twin decoded, computed once here: all
+    threads then share these argument objects, as callers may.
+    """
+    calls: List[Call] = []
+    for name in NAMES:
+        for row in vectors(name)[::EVERY]:
+            data, oid = record(row), f"{name} {row['oid']}"
+            calls += [(f"{oid} {fn}", getattr(impl, fn), data) for fn in DECODERS]
+            module, cls, text, _ = impl.decode_zodb_record_for_pg_json(data)
+            calls += [(f"{oid} encode_zodb_record", impl.encode_zodb_record, impl.decode_zodb_record(data)),
+                      (f"{oid} encode_zodb_record of the JSON", impl.encode_zodb_record,
+                       {"@cls": [module, cls], "@s": json.loads(text)}),
+                      (f"{oid} dict_to_pickle", impl.dict_to_pickle, impl.pickle_to_dict(data)),
+                      (f"{oid} json_to_pickle", impl.json_to_pickle, impl.pickle_to_json(data))]
+            # error paths: where a twin keeps state across calls, an error is likeliest to leave it dirty
+            calls += [(f"{oid} truncated {fn}", getattr(impl, fn), data[: len(data) // 2]) for fn in DECODERS[:3]]
+            calls.append((f"{oid} damaged json_to_pickle", impl.json_to_pickle, text[:-1]))
+    calls += [("bad marker", impl.dict_to_pickle, {"x": {"@b": "YQ"}}),
+              ("bad @cls", impl.encode_zodb_record, {"@cls": ["m", 1], "@s": 1}),
+              ("unknown opcode", impl.pickle_to_dict, b"\x80\x03K\x01\xff.")]
+    return calls
+
+
+def test_threads_get_what_one_thread_gets(impl):
+    calls = workload(impl)
+    expected = [outcome(fn, arg) for _, fn, arg in calls]
+    assert sum(o[0] == "raised" for o in expected) > len(calls) // 10  # the error paths are there
+    n = len(calls)
+    barrier = threading.Barrier(THREADS)
+    problems: List[str] = []
+    lock = threading.Lock()
+
+    def work(number: int) -> None:
+        # Pairs of threads start at the same call (the same argument objects
+        # at the same moment); the pairs start a quarter of the work apart.
+        start = (number % (THREADS // 2)) * n // (THREADS // 2)
+        mine: List[str] = []
+        try:
+            barrier.wait()
+            for _ in range(ROUNDS):
+                for k in range(n):
+                    i = (start + k) % n
+                    label, fn, arg = calls[i]
+                    got = outcome(fn, arg)
+                    found = outcome_diff(expected[i], got)
+                    if found:
+                        mine.append(f"thread {number}, {label}: {found}")
+                        if len(mine) >= 5:
+                            break
+        except BaseException as exc:  # noqa: BLE001 - reported below, not lost in the thread
+            mine.append(f"thread {number} died: {describe(('raised', type(exc), str(exc)))}")
+        with lock:
+            problems.extend(mine)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # switch threads often: overlaps inside calls, not just between them
+    try:
+        threads = [threading.Thread(target=work, args=(i,), name=f"codec-{i}") for i in range(THREADS)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=600)
+        assert not any(t.is_alive() for t in threads), "a thread hangs"
+    finally:
+        sys.setswitchinterval(interval)
+    assert not problems, f"{impl.name}: {len(problems)} differences from the single-threaded results:\n" + \
+        "\n".join(problems[:20])
