@@ -12,6 +12,7 @@ checks after the walk and the JSON text writers are shared
 
 cimport cython
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.float cimport PyFloat_FromString
 from cpython.dict cimport PyDict_GetItem, PyDict_Next, PyDict_SetItem
 from cpython.list cimport PyList_Append, PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.long cimport PyLong_FromLongLong, PyLong_FromSize_t
@@ -1430,7 +1431,8 @@ cdef object _load(bytes data, Py_ssize_t pos, _Context ctx):
                 line = data[pos:nl]
                 pos = nl + 1
                 try:
-                    x = float(line.decode("ascii"))
+                    # Python's own parser: Cython's float() gives "nan" the sign bit on some versions.
+                    x = PyFloat_FromString(line.decode("ascii"))
                 except (ValueError, UnicodeDecodeError):
                     raise _err(f"invalid pickle data: FLOAT parse: {line[:40]!r}", start) from None
                 ctx.flags |= _float_flags(x)
