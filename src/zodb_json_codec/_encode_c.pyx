@@ -1,0 +1,1906 @@
+# cython: language_level=3, freethreading_compatible=True, embedsignature=True
+"""Compiled encoder, the Cython twin of ``_encode_py`` (normative): marker values -> pickle bytes."""
+
+# One walk over the value tree, as in _encode_py, writing opcodes into one
+# growing C buffer (on the C stack until it outgrows it).  Every branch
+# mirrors a branch of the pure twin in the same order, so that the same
+# inputs give the same bytes and the same first error.  Plain values, the
+# markers real records hold and the markers' common shapes are written here
+# in C; rare shapes call the shared rules in _common and _known.
+
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.dict cimport PyDict_GetItemWithError, PyDict_Next
+from cpython.float cimport PyFloat_AS_DOUBLE
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.long cimport PyLong_AsLongLongAndOverflow
+from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
+from cpython.number cimport PyNumber_Float, PyNumber_Long
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
+from cpython.unicode cimport (
+    PyUnicode_DATA, PyUnicode_FindChar, PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_READ, PyUnicode_READ_CHAR,
+)
+from libc.stdint cimport uint8_t, uint32_t, uint64_t
+from libc.string cimport memcpy
+
+from ._opcodes cimport *
+
+cimport cython
+
+import json
+import struct
+
+from . import _known
+from ._common import (
+    MAX_DEPTH, RECURSION_NEEDED, CodecError, b64decode, btree_kind, decimal_to_int,
+    ensure_recursion_limit, float_from_marker, unescape_key,
+)
+
+ensure_recursion_limit()
+
+cdef extern from "Python.h":
+    bint PyUnicode_IS_ASCII(object o)
+    Py_ssize_t PyDict_GET_SIZE(object o)
+
+cdef extern from *:
+    """
+    #if PY_VERSION_HEX < 0x030C0000
+    #define zjc_unicode_ready(o) PyUnicode_READY(o)
+    #else
+    #define zjc_unicode_ready(o) 0
+    #endif
+
+    /* Strict base64: the canonical spelling of some bytes (standard alphabet,
+       '=' padding, zero trailing bits), as _common.b64decode accepts.  The
+       tables give each character's bits already in place in the three output
+       bytes (little-endian); bit 24 marks a character outside the alphabet. */
+    #define ZJC_V(c) ((c) >= 'A' && (c) <= 'Z' ? (c) - 'A' : (c) >= 'a' && (c) <= 'z' ? (c) - 'a' + 26 : \
+                      (c) >= '0' && (c) <= '9' ? (c) - '0' + 52 : (c) == '+' ? 62 : (c) == '/' ? 63 : -1)
+    #define ZJC_BAD 0x01000000u
+    #define ZJC_D0(c) (ZJC_V(c) < 0 ? ZJC_BAD : (uint32_t)ZJC_V(c) << 2)
+    #define ZJC_D1(c) (ZJC_V(c) < 0 ? ZJC_BAD : ((uint32_t)ZJC_V(c) >> 4) | (((uint32_t)ZJC_V(c) & 15) << 12))
+    #define ZJC_D2(c) (ZJC_V(c) < 0 ? ZJC_BAD : ((uint32_t)ZJC_V(c) >> 2) << 8 | (((uint32_t)ZJC_V(c) & 3) << 22))
+    #define ZJC_D3(c) (ZJC_V(c) < 0 ? ZJC_BAD : (uint32_t)ZJC_V(c) << 16)
+    #define ZJC_R4(f, i) f(i), f(i + 1), f(i + 2), f(i + 3)
+    #define ZJC_R16(f, i) ZJC_R4(f, i), ZJC_R4(f, i + 4), ZJC_R4(f, i + 8), ZJC_R4(f, i + 12)
+    #define ZJC_R64(f, i) ZJC_R16(f, i), ZJC_R16(f, i + 16), ZJC_R16(f, i + 32), ZJC_R16(f, i + 48)
+    #define ZJC_R256(f) ZJC_R64(f, 0), ZJC_R64(f, 64), ZJC_R64(f, 128), ZJC_R64(f, 192)
+    static const uint32_t zjc_d0[256] = { ZJC_R256(ZJC_D0) };
+    static const uint32_t zjc_d1[256] = { ZJC_R256(ZJC_D1) };
+    static const uint32_t zjc_d2[256] = { ZJC_R256(ZJC_D2) };
+    static const uint32_t zjc_d3[256] = { ZJC_R256(ZJC_D3) };
+
+    /* Decoded size of canonical base64 text of n characters, or -1. */
+    static Py_ssize_t zjc_b64_size(const unsigned char *in, Py_ssize_t n) {
+        if (n % 4) return -1;
+        if (n == 0) return 0;
+        if (in[n - 1] != '=') return n / 4 * 3;
+        if (in[n - 2] != '=') return n / 4 * 3 - 1;
+        return n / 4 * 3 - 2;
+    }
+
+    #if defined(__GNUC__) && defined(__x86_64__)
+    #define ZJC_SSSE3 1
+    #include <tmmintrin.h>
+    /* 16 characters at a time (the SSSE3 decoder of Wojciech Mula and
+       aklomp/base64): the number of characters done, all in the alphabet,
+       with 16 bytes written per 12 decoded (out needs 4 bytes of slack). */
+    __attribute__((target("ssse3")))
+    static Py_ssize_t zjc_b64_ssse3(const unsigned char *in, Py_ssize_t n, unsigned char *out) {
+        const __m128i lut_lo = _mm_setr_epi8(0x15, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11,
+                                             0x11, 0x11, 0x13, 0x1A, 0x1B, 0x1B, 0x1B, 0x1A);
+        const __m128i lut_hi = _mm_setr_epi8(0x10, 0x10, 0x01, 0x02, 0x04, 0x08, 0x04, 0x08,
+                                             0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10);
+        const __m128i lut_roll = _mm_setr_epi8(0, 16, 19, 4, -65, -65, -71, -71, 0, 0, 0, 0, 0, 0, 0, 0);
+        const __m128i mask_2f = _mm_set1_epi8(0x2F);
+        const __m128i pack = _mm_setr_epi8(2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, -1, -1, -1, -1);
+        Py_ssize_t i;
+        for (i = 0; i + 16 <= n; i += 16) {
+            __m128i str = _mm_loadu_si128((const __m128i *)(in + i));
+            __m128i hi_nibbles = _mm_and_si128(_mm_srli_epi32(str, 4), mask_2f);
+            __m128i lo_nibbles = _mm_and_si128(str, mask_2f);
+            __m128i hi = _mm_shuffle_epi8(lut_hi, hi_nibbles);
+            __m128i lo = _mm_shuffle_epi8(lut_lo, lo_nibbles);
+            __m128i roll;
+            if (_mm_movemask_epi8(_mm_cmpgt_epi8(_mm_and_si128(lo, hi), _mm_setzero_si128())) != 0)
+                break;
+            roll = _mm_shuffle_epi8(lut_roll, _mm_add_epi8(_mm_cmpeq_epi8(str, mask_2f), hi_nibbles));
+            str = _mm_add_epi8(str, roll);
+            str = _mm_maddubs_epi16(str, _mm_set1_epi32(0x01400140));
+            str = _mm_madd_epi16(str, _mm_set1_epi32(0x00011000));
+            _mm_storeu_si128((__m128i *)out, _mm_shuffle_epi8(str, pack));
+            out += 12;
+        }
+        return i;
+    }
+    #endif
+
+    /* Decodes into out (zjc_b64_size bytes, then 16 bytes of slack); 0, or -1 if not canonical. */
+    static int zjc_b64_decode(const unsigned char *in, Py_ssize_t n, unsigned char *out) {
+        Py_ssize_t i = 0, full;
+        int pads = 0;
+        uint32_t x, y, bad = 0;
+        if (n == 0) return 0;
+        if (in[n - 1] == '=') pads = in[n - 2] == '=' ? 2 : 1;
+        full = pads ? n - 4 : n;
+    #ifdef ZJC_SSSE3
+        if (full >= 32 && __builtin_cpu_supports("ssse3")) {
+            i = zjc_b64_ssse3(in, full, out);
+            out += i / 4 * 3;
+        }
+    #endif
+        for (; i + 8 <= full; i += 8) {
+            x = zjc_d0[in[i]] | zjc_d1[in[i + 1]] | zjc_d2[in[i + 2]] | zjc_d3[in[i + 3]];
+            y = zjc_d0[in[i + 4]] | zjc_d1[in[i + 5]] | zjc_d2[in[i + 6]] | zjc_d3[in[i + 7]];
+            bad |= x | y;
+            out[0] = (unsigned char)x; out[1] = (unsigned char)(x >> 8); out[2] = (unsigned char)(x >> 16);
+            out[3] = (unsigned char)y; out[4] = (unsigned char)(y >> 8); out[5] = (unsigned char)(y >> 16);
+            out += 6;
+        }
+        for (; i < full; i += 4) {
+            x = zjc_d0[in[i]] | zjc_d1[in[i + 1]] | zjc_d2[in[i + 2]] | zjc_d3[in[i + 3]];
+            bad |= x;
+            out[0] = (unsigned char)x; out[1] = (unsigned char)(x >> 8); out[2] = (unsigned char)(x >> 16);
+            out += 3;
+        }
+        if (pads) {
+            /* "xx==" (the second character's low 4 bits unused) or "xxx=" (the third's low 2). */
+            x = zjc_d0[in[i]] | zjc_d1[in[i + 1]];
+            if (pads == 2) {
+                if (x & 0xF000u) return -1;
+            } else {
+                x |= zjc_d2[in[i + 2]];
+                if (x & 0xC00000u) return -1;
+                out[1] = (unsigned char)(x >> 8);
+            }
+            bad |= x;
+            out[0] = (unsigned char)x;
+        }
+        return (bad & 0xFF000000u) ? -1 : 0;
+    }
+
+    /* The value of an int of at most one digit (CPython's "compact" ints): 1, else 0. */
+    static int zjc_compact_long(PyObject *v, long long *out) {
+    #if PY_VERSION_HEX >= 0x030C0000
+        if (PyUnstable_Long_IsCompact((PyLongObject *)v)) {
+            *out = (long long)PyUnstable_Long_CompactValue((PyLongObject *)v);
+            return 1;
+        }
+        return 0;
+    #else
+        Py_ssize_t size = Py_SIZE(v);
+        if (size == 0) { *out = 0; return 1; }
+        if (size == 1) { *out = (long long)((PyLongObject *)v)->ob_digit[0]; return 1; }
+        if (size == -1) { *out = -(long long)((PyLongObject *)v)->ob_digit[0]; return 1; }
+        return 0;
+    #endif
+    }
+
+    /* UTF-8 of a str (cached in it by CPython); NULL with no error set
+       when it holds lone surrogates, which strict UTF-8 refuses. */
+    static const char *zjc_utf8(PyObject *s, Py_ssize_t *n) {
+        const char *p = PyUnicode_AsUTF8AndSize(s, n);
+        if (p == NULL && PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) PyErr_Clear();
+        return p;
+    }
+
+    #define ZJC_H(c) ((c) >= '0' && (c) <= '9' ? (c) - '0' : (c) >= 'a' && (c) <= 'f' ? (c) - 'a' + 10 : \
+                      (c) >= 'A' && (c) <= 'F' ? (c) - 'A' + 10 : 0x100)
+    static const uint16_t zjc_hex[256] = { ZJC_R256(ZJC_H) };
+
+    static int zjc_hexval(unsigned char c) {
+        return c < 128 && zjc_hex[c] < 16 ? zjc_hex[c] : -1;
+    }
+
+    /* Decodes n/2 bytes of hex digits into out: 0, or -1 (out is then
+       garbage) unless n is even and all are ASCII hex digits, what
+       _known.is_hex accepts. */
+    static int zjc_unhex(const unsigned char *p, Py_ssize_t n, unsigned char *out) {
+        Py_ssize_t i;
+        unsigned int bad = 0, hi, lo;
+        if (n & 1) return -1;
+        for (i = 0; i < n; i += 2) {
+            hi = zjc_hex[p[i]];
+            lo = zjc_hex[p[i + 1]];
+            bad |= hi | lo;
+            *out++ = (unsigned char)(hi << 4 | lo);
+        }
+        return bad & 0x100 ? -1 : 0;
+    }
+
+    /* The last '.' of p[0:n], or -1; *newline set if a newline is in it. */
+    static Py_ssize_t zjc_last_dot(const unsigned char *p, Py_ssize_t n, int *newline) {
+        Py_ssize_t i = n - 1;
+        while (i >= 0 && p[i] != '.') i--;
+        *newline = memchr(p, 10, (size_t)n) != NULL;
+        return i;
+    }
+    """
+    int zjc_unicode_ready(object o) except -1
+    Py_ssize_t zjc_b64_size(const unsigned char* text, Py_ssize_t n) noexcept
+    int zjc_b64_decode(const unsigned char* text, Py_ssize_t n, unsigned char* out) noexcept
+    const char* zjc_utf8(object s, Py_ssize_t* n) except? NULL
+    int zjc_compact_long(object v, long long* out) noexcept
+    int zjc_hexval(unsigned char c) noexcept
+    int zjc_unhex(const unsigned char* p, Py_ssize_t n, unsigned char* out) noexcept
+    Py_ssize_t zjc_last_dot(const unsigned char* p, Py_ssize_t n, int* newline) noexcept
+
+
+# Limits, read once from _common.
+cdef Py_ssize_t _MAX_DEPTH = MAX_DEPTH
+# The pure twin writes a reference's id at the reference's own depth, so only
+# Python's recursion limit stops a chain {"@ref": {"@ref": ...}}: a
+# RecursionError, turned into the depth error.  Here a chain is a loop, and
+# this budget stands for that limit: three of the pure twin's frames per
+# reference and one per level of nesting.  It fails where the pure twin does
+# for chains at the top and in lists, called from a shallow stack; the pure
+# twin's own limit depends on its caller's stack and on the frames a level
+# costs it (a dict level three), so the two can differ past ~2000 links.
+cdef Py_ssize_t _FRAME_BUDGET = RECURSION_NEEDED - 9
+
+_Global = _known.Global
+_Call = _known.Call
+_pack_I = struct.Struct("<I").pack
+_pack_i = struct.Struct("<i").pack
+_REDUCE_KEYS = ("callable", "args", "state", "items", "appends")
+_NEWOBJ_KEYS = ("callable", "args", "kwargs", "state", "items", "appends")
+_INST_OBJ = frozenset(("@obj", "@state"))
+_INST_CALL = frozenset(("@callable", "@args", "@state"))
+
+
+# ---------------------------------------------------------------------------
+# The output buffer
+# ---------------------------------------------------------------------------
+
+cdef enum:
+    _STACK_BUFFER = 4096
+
+cdef Py_ssize_t _U32_LIMIT = (<Py_ssize_t>1) << 32
+
+cdef struct Writer:
+    unsigned char* buf
+    Py_ssize_t pos
+    Py_ssize_t cap
+    bint heap            # buf is PyMem_Malloc'ed (else it is the caller's stack array)
+    bint expand_refs     # read the compact @ref forms of decode_zodb_record
+    Py_ssize_t refs      # @ref markers around the value being written
+
+
+cdef inline void _init(Writer* w, unsigned char* stack, bint expand_refs) noexcept:
+    w.buf = stack
+    w.pos = 0
+    w.cap = _STACK_BUFFER
+    w.heap = False
+    w.expand_refs = expand_refs
+    w.refs = 0
+
+
+cdef inline void _release(Writer* w) noexcept:
+    if w.heap:
+        PyMem_Free(w.buf)
+        w.heap = False
+
+
+cdef int _grow(Writer* w, Py_ssize_t need) except -1:
+    cdef Py_ssize_t cap = w.cap
+    cdef unsigned char* buf
+    while cap - w.pos < need:
+        if cap > (<Py_ssize_t>1 << 60):
+            raise MemoryError()
+        cap *= 2
+    if w.heap:
+        buf = <unsigned char*>PyMem_Realloc(w.buf, <size_t>cap)
+    else:
+        buf = <unsigned char*>PyMem_Malloc(<size_t>cap)
+        if buf != NULL:
+            memcpy(buf, w.buf, <size_t>w.pos)
+    if buf == NULL:
+        raise MemoryError()
+    w.buf = buf
+    w.cap = cap
+    w.heap = True
+    return 0
+
+
+cdef inline int _reserve(Writer* w, Py_ssize_t need) except -1:
+    if w.cap - w.pos < need:
+        return _grow(w, need)
+    return 0
+
+
+cdef inline int _op(Writer* w, uint8_t op) except -1:
+    if w.pos >= w.cap:
+        _grow(w, 1)
+    w.buf[w.pos] = op
+    w.pos += 1
+    return 0
+
+
+cdef inline int _op2(Writer* w, uint8_t a, uint8_t b) except -1:
+    if w.cap - w.pos < 2:
+        _grow(w, 2)
+    w.buf[w.pos] = a
+    w.buf[w.pos + 1] = b
+    w.pos += 2
+    return 0
+
+
+cdef inline int _raw(Writer* w, const void* data, Py_ssize_t n) except -1:
+    if w.cap - w.pos < n:
+        _grow(w, n)
+    memcpy(w.buf + w.pos, data, <size_t>n)
+    w.pos += n
+    return 0
+
+
+cdef inline int _text(Writer* w, const char* data, Py_ssize_t n) except -1:
+    return _raw(w, data, n)
+
+
+cdef inline void _le32(unsigned char* o, uint64_t v) noexcept:
+    o[0] = <uint8_t>v
+    o[1] = <uint8_t>(v >> 8)
+    o[2] = <uint8_t>(v >> 16)
+    o[3] = <uint8_t>(v >> 24)
+
+
+cdef inline bytes _result(Writer* w):
+    return PyBytes_FromStringAndSize(<char*>w.buf, w.pos)
+
+
+cdef object _depth_error():
+    return CodecError("invalid pickle data: maximum nesting depth exceeded")
+
+
+# ---------------------------------------------------------------------------
+# Scalars
+# ---------------------------------------------------------------------------
+
+cdef inline int _int64(Writer* w, long long x) except -1:
+    cdef unsigned char* o
+    if w.cap - w.pos < 12:
+        _grow(w, 12)
+    o = w.buf + w.pos
+    if 0 <= x < 256:
+        o[0] = BININT1
+        o[1] = <uint8_t>x
+        w.pos += 2
+    elif 0 <= x < 65536:
+        o[0] = BININT2
+        o[1] = <uint8_t>x
+        o[2] = <uint8_t>(x >> 8)
+        w.pos += 3
+    elif -2147483648 <= x <= 2147483647:
+        o[0] = BININT
+        _le32(o + 1, <uint64_t><uint32_t>x)
+        w.pos += 5
+    else:
+        _long1(w, x)
+    return 0
+
+
+cdef int _long1(Writer* w, long long x) except -1:
+    """LONG1 of (bit_length >> 3) + 1 two's complement bytes, one fewer when
+    that leaves a redundant 0xff sign byte (as the pure twin)."""
+    cdef unsigned char* o = w.buf + w.pos  # 12 bytes reserved by _int64
+    cdef unsigned long long ux = <unsigned long long>x
+    cdef unsigned long long u = (0 - ux) if x < 0 else ux
+    cdef int bits = 0, nbytes, i
+    while u:
+        bits += 1
+        u >>= 1
+    nbytes = (bits >> 3) + 1
+    for i in range(nbytes):
+        if i < 8:
+            o[2 + i] = <uint8_t>(ux >> (8 * i))
+        else:
+            o[2 + i] = 0xFF if x < 0 else 0
+    if x < 0 and nbytes > 1 and o[1 + nbytes] == 0xFF and (o[nbytes] & 0x80):
+        nbytes -= 1
+    o[0] = LONG1
+    o[1] = <uint8_t>nbytes
+    w.pos += 2 + nbytes
+    return 0
+
+
+cdef int _bigint(Writer* w, object v) except -1:
+    """An int outside the signed 64-bit range, exactly as the pure twin."""
+    cdef Py_ssize_t n
+    nbytes = (v.bit_length() >> 3) + 1
+    raw = v.to_bytes(nbytes, "little", signed=True)
+    if v < 0 and nbytes > 1 and raw[-1] == 0xFF and raw[-2] & 0x80:
+        raw = raw[:-1]
+    n = len(raw)
+    if n < 256:
+        _op2(w, LONG1, <uint8_t>n)
+    else:
+        head = _pack_i(n)
+        _op(w, LONG4)
+        _raw(w, <const char*>head, 4)
+    return _raw(w, <const char*>raw, n)
+
+
+cdef inline int _int(Writer* w, object v) except -1:
+    cdef int overflow = 0
+    cdef long long x
+    if zjc_compact_long(v, &x):
+        return _int64(w, x)
+    x = PyLong_AsLongLongAndOverflow(v, &overflow)
+    if overflow:
+        return _bigint(w, v)
+    return _int64(w, x)
+
+
+cdef int _uint128(Writer* w, uint64_t hi, uint64_t lo) except -1:
+    """A non-negative int of up to 128 bits (a UUID) as _int writes it."""
+    cdef unsigned char* o
+    cdef int bits, nbytes, i
+    cdef uint64_t u
+    if hi == 0 and lo < (<uint64_t>1 << 63):
+        return _int64(w, <long long>lo)
+    if hi:
+        bits = 64
+        u = hi
+    else:
+        bits = 0
+        u = lo
+    while u:
+        bits += 1
+        u >>= 1
+    nbytes = (bits >> 3) + 1
+    _reserve(w, 2 + nbytes)
+    o = w.buf + w.pos
+    o[0] = LONG1
+    o[1] = <uint8_t>nbytes
+    for i in range(nbytes):
+        if i < 8:
+            o[2 + i] = <uint8_t>(lo >> (8 * i))
+        elif i < 16:
+            o[2 + i] = <uint8_t>(hi >> (8 * (i - 8)))
+        else:
+            o[2 + i] = 0
+    w.pos += 2 + nbytes
+    return 0
+
+
+cdef inline int _float(Writer* w, double d) except -1:
+    cdef uint64_t u
+    cdef unsigned char* o
+    cdef int i
+    memcpy(&u, &d, 8)
+    _reserve(w, 9)
+    o = w.buf + w.pos
+    o[0] = BINFLOAT
+    for i in range(8):
+        o[1 + i] = <uint8_t>(u >> (56 - 8 * i))
+    w.pos += 9
+    return 0
+
+
+cdef int _bytes_header(Writer* w, Py_ssize_t n) except -1:
+    cdef unsigned char* o
+    cdef int i
+    _reserve(w, 9)
+    o = w.buf + w.pos
+    if n < 256:
+        o[0] = SHORT_BINBYTES
+        o[1] = <uint8_t>n
+        w.pos += 2
+    elif n < _U32_LIMIT:
+        o[0] = BINBYTES
+        _le32(o + 1, <uint64_t>n)
+        w.pos += 5
+    else:
+        o[0] = BINBYTES8
+        for i in range(8):
+            o[1 + i] = <uint8_t>((<uint64_t>n) >> (8 * i))
+        w.pos += 9
+    return 0
+
+
+cdef int _bytes(Writer* w, bytes raw) except -1:
+    cdef Py_ssize_t n = len(raw)
+    _bytes_header(w, n)
+    return _raw(w, <const char*>raw, n)
+
+
+cdef int _utf8(Writer* w, str s) except -1:
+    """s.encode("utf-8", "surrogatepass")."""
+    cdef Py_ssize_t n
+    cdef const char* utf8
+    zjc_unicode_ready(s)
+    if PyUnicode_IS_ASCII(s):
+        return _raw(w, PyUnicode_DATA(s), PyUnicode_GET_LENGTH(s))
+    utf8 = zjc_utf8(s, &n)  # CPython keeps it with the str, as the Rust codec has it do
+    if utf8 != NULL:
+        return _raw(w, utf8, n)
+    return _utf8_surrogates(w, s)
+
+
+cdef int _utf8_surrogates(Writer* w, str s) except -1:
+    """UTF-8 of a str with lone surrogates (Python 2 era data), each encoded like any other code point."""
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(s), i
+    cdef int kind = PyUnicode_KIND(s)
+    cdef void* data = PyUnicode_DATA(s)
+    cdef unsigned char* o
+    cdef uint32_t c
+    _reserve(w, 4 * n)
+    o = w.buf + w.pos
+    for i in range(n):
+        c = PyUnicode_READ(kind, data, i)
+        if c < 0x80:
+            o[0] = <uint8_t>c
+            o += 1
+        elif c < 0x800:
+            o[0] = <uint8_t>(0xC0 | (c >> 6))
+            o[1] = <uint8_t>(0x80 | (c & 0x3F))
+            o += 2
+        elif c < 0x10000:
+            o[0] = <uint8_t>(0xE0 | (c >> 12))
+            o[1] = <uint8_t>(0x80 | ((c >> 6) & 0x3F))
+            o[2] = <uint8_t>(0x80 | (c & 0x3F))
+            o += 3
+        else:
+            o[0] = <uint8_t>(0xF0 | (c >> 18))
+            o[1] = <uint8_t>(0x80 | ((c >> 12) & 0x3F))
+            o[2] = <uint8_t>(0x80 | ((c >> 6) & 0x3F))
+            o[3] = <uint8_t>(0x80 | (c & 0x3F))
+            o += 4
+    w.pos = o - w.buf
+    return 0
+
+
+cdef inline int _str(Writer* w, str s) except -1:
+    """BINUNICODE of an exact str."""
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(s)
+    cdef unsigned char* o
+    if PyUnicode_IS_ASCII(s) and n < _U32_LIMIT:
+        if w.cap - w.pos < n + 5:
+            _grow(w, n + 5)
+        o = w.buf + w.pos
+        o[0] = BINUNICODE
+        _le32(o + 1, <uint64_t>n)
+        memcpy(o + 5, PyUnicode_DATA(s), <size_t>n)
+        w.pos += n + 5
+        return 0
+    return _str_utf8(w, s)
+
+
+cdef int _str_utf8(Writer* w, str s) except -1:
+    cdef Py_ssize_t start, size
+    zjc_unicode_ready(s)
+    _reserve(w, 5)
+    start = w.pos
+    w.pos += 5
+    _utf8(w, s)
+    size = w.pos - start - 5
+    if size >= _U32_LIMIT:
+        w.pos = start
+        _pack_I(size)  # raises struct.error, as the pure twin
+    w.buf[start] = BINUNICODE
+    _le32(w.buf + start + 1, <uint64_t>size)
+    return 0
+
+
+cdef int _str_any(Writer* w, object s) except -1:
+    """BINUNICODE of whatever ``str()`` returned (a str subclass's own encode included)."""
+    cdef Py_ssize_t n
+    if type(s) is str:
+        return _str(w, <str>s)
+    raw = s.encode("utf-8", "surrogatepass")
+    if type(raw) is not bytes:
+        raw = bytes(memoryview(raw))
+    n = len(raw)
+    head = _pack_I(n)
+    _op(w, BINUNICODE)
+    _raw(w, <const char*>head, 4)
+    return _raw(w, <const char*>raw, n)
+
+
+cdef int _global(Writer* w, object module, object name) except -1:
+    if type(module) is not str or type(name) is not str:
+        raise CodecError("invalid pickle data: @cls must be [module, name] strings")
+    if (PyUnicode_FindChar(module, 10, 0, PyUnicode_GET_LENGTH(module), 1) >= 0
+            or PyUnicode_FindChar(name, 10, 0, PyUnicode_GET_LENGTH(name), 1) >= 0):
+        raise CodecError("invalid pickle data: class module or name contains a newline")
+    _op(w, GLOBAL)
+    _utf8(w, <str>module)
+    _op(w, 10)
+    _utf8(w, <str>name)
+    return _op(w, 10)
+
+
+cdef int _global_dotted(Writer* w, str dotted) except -1:
+    """GLOBAL of ``module.Name`` split at its last dot (the compact @ref class)."""
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(dotted), start, i
+    cdef int newline
+    cdef unsigned char* o
+    if PyUnicode_IS_ASCII(dotted):
+        i = zjc_last_dot(<const unsigned char*>PyUnicode_DATA(dotted), n, &newline)
+        if newline:
+            raise CodecError("invalid pickle data: class module or name contains a newline")
+        _reserve(w, n + 3)
+        o = w.buf + w.pos
+        o[0] = GLOBAL
+        if i < 0:  # "c\nName\n": an empty module
+            o[1] = 10
+            memcpy(o + 2, PyUnicode_DATA(dotted), <size_t>n)
+            o[n + 2] = 10
+            w.pos += n + 3
+        else:  # "cmodule\nName\n"
+            memcpy(o + 1, PyUnicode_DATA(dotted), <size_t>n)
+            o[1 + i] = 10
+            o[n + 1] = 10
+            w.pos += n + 2
+        return 0
+    if PyUnicode_FindChar(dotted, 10, 0, n, 1) >= 0:
+        raise CodecError("invalid pickle data: class module or name contains a newline")
+    _op(w, GLOBAL)
+    if PyUnicode_FindChar(dotted, 46, 0, n, -1) < 0:
+        _op(w, 10)
+        _utf8(w, dotted)
+    else:
+        start = w.pos
+        _utf8(w, dotted)
+        # UTF-8 has no other 0x2e byte: the last one is the last dot.
+        i = w.pos - 1
+        while i >= start and w.buf[i] != 46:
+            i -= 1
+        w.buf[i] = 10
+    return _op(w, 10)
+
+
+# ---------------------------------------------------------------------------
+# Markers: the C twin of _common.marker_kind
+# ---------------------------------------------------------------------------
+
+cdef enum Kind:
+    K_NONE
+    K_WRAPPER
+    K_T
+    K_B
+    K_BI
+    K_D
+    K_SET
+    K_FSET
+    K_REF
+    K_PKL
+    K_DT
+    K_DATE
+    K_TIME
+    K_TD
+    K_DEC
+    K_UUID
+    K_CLS
+    K_REDUCE
+    K_NEWOBJ
+    K_INST
+    K_NS
+    K_SU
+    K_F
+    K_INSTANCE
+    K_KV
+    K_KS
+    K_CHILDREN
+
+# Marker keys, as bit numbers of a key set.
+cdef enum Key:
+    KEY_T, KEY_B, KEY_D, KEY_F, KEY_S,
+    KEY_BI, KEY_DT, KEY_TD, KEY_NS, KEY_SU, KEY_TZ, KEY_KV, KEY_KS,
+    KEY_SET, KEY_REF, KEY_PKL, KEY_DEC, KEY_CLS, KEY_OBJ,
+    KEY_FSET, KEY_DATE, KEY_TIME, KEY_UUID, KEY_INST, KEY_ARGS, KEY_NEXT,
+    KEY_ITEMS, KEY_STATE, KEY_FIRST,
+    KEY_REDUCE, KEY_NEWOBJ, KEY_KWARGS,
+    KEY_APPENDS,
+    KEY_CALLABLE, KEY_CHILDREN
+
+
+cdef inline uint64_t _bit(int key) noexcept:
+    return (<uint64_t>1) << key
+
+
+cdef int _key(object k) noexcept:
+    """The Key of an exact str, or -1 if it is not one of them."""
+    cdef Py_ssize_t m
+    cdef const char* p
+    cdef char c
+    if not PyUnicode_IS_ASCII(k):
+        return -1
+    m = PyUnicode_GET_LENGTH(k) - 1  # letters after the "@"
+    p = <const char*>PyUnicode_DATA(k)
+    if m < 1 or p[0] != b"@":
+        return -1
+    p += 1
+    c = p[0]
+    if c == b"a":
+        if m == 4 and _same(p + 1, b"rgs", 3):
+            return KEY_ARGS
+        if m == 7 and _same(p + 1, b"ppends", 6):
+            return KEY_APPENDS
+    elif c == b"b":
+        if m == 1:
+            return KEY_B
+        if m == 2 and _same(p + 1, b"i", 1):
+            return KEY_BI
+    elif c == b"c":
+        if m == 3 and _same(p + 1, b"ls", 2):
+            return KEY_CLS
+        if m == 8 and _same(p + 1, b"allable", 7):
+            return KEY_CALLABLE
+        if m == 8 and _same(p + 1, b"hildren", 7):
+            return KEY_CHILDREN
+    elif c == b"d":
+        if m == 1:
+            return KEY_D
+        if m == 2 and _same(p + 1, b"t", 1):
+            return KEY_DT
+        if m == 3 and _same(p + 1, b"ec", 2):
+            return KEY_DEC
+        if m == 4 and _same(p + 1, b"ate", 3):
+            return KEY_DATE
+    elif c == b"f":
+        if m == 1:
+            return KEY_F
+        if m == 4 and _same(p + 1, b"set", 3):
+            return KEY_FSET
+        if m == 5 and _same(p + 1, b"irst", 4):
+            return KEY_FIRST
+    elif c == b"i":
+        if m == 4 and _same(p + 1, b"nst", 3):
+            return KEY_INST
+        if m == 5 and _same(p + 1, b"tems", 4):
+            return KEY_ITEMS
+    elif c == b"k":
+        if m == 2 and _same(p + 1, b"v", 1):
+            return KEY_KV
+        if m == 2 and _same(p + 1, b"s", 1):
+            return KEY_KS
+        if m == 6 and _same(p + 1, b"wargs", 5):
+            return KEY_KWARGS
+    elif c == b"n":
+        if m == 2 and _same(p + 1, b"s", 1):
+            return KEY_NS
+        if m == 4 and _same(p + 1, b"ext", 3):
+            return KEY_NEXT
+        if m == 6 and _same(p + 1, b"ewobj", 5):
+            return KEY_NEWOBJ
+    elif c == b"o":
+        if m == 3 and _same(p + 1, b"bj", 2):
+            return KEY_OBJ
+    elif c == b"p":
+        if m == 3 and _same(p + 1, b"kl", 2):
+            return KEY_PKL
+    elif c == b"r":
+        if m == 3 and _same(p + 1, b"ef", 2):
+            return KEY_REF
+        if m == 6 and _same(p + 1, b"educe", 5):
+            return KEY_REDUCE
+    elif c == b"s":
+        if m == 1:
+            return KEY_S
+        if m == 2 and _same(p + 1, b"u", 1):
+            return KEY_SU
+        if m == 3 and _same(p + 1, b"et", 2):
+            return KEY_SET
+        if m == 5 and _same(p + 1, b"tate", 4):
+            return KEY_STATE
+    elif c == b"t":
+        if m == 1:
+            return KEY_T
+        if m == 2 and _same(p + 1, b"d", 1):
+            return KEY_TD
+        if m == 2 and _same(p + 1, b"z", 1):
+            return KEY_TZ
+        if m == 4 and _same(p + 1, b"ime", 3):
+            return KEY_TIME
+    elif c == b"u":
+        if m == 4 and _same(p + 1, b"uid", 3):
+            return KEY_UUID
+    return -1
+
+
+cdef inline bint _at_str(PyObject* k) noexcept:
+    """``type(k) is str and k[:1] == "@"``."""
+    return (type(<object>k) is str and PyUnicode_GET_LENGTH(<object>k) > 0
+            and PyUnicode_READ_CHAR(<object>k, 0) == 64)
+
+
+cdef inline bint _is_cls_value(object v) noexcept:
+    return (type(v) is list and PyList_GET_SIZE(v) == 2
+            and isinstance(<object>PyList_GET_ITEM(v, 0), str)
+            and isinstance(<object>PyList_GET_ITEM(v, 1), str))
+
+
+cdef int _marker_kind(dict d, bint btree, PyObject** first) noexcept:
+    """_common.marker_kind, as a Kind (never raises: it only looks at types).
+
+    *first is set to the value of a one-key dict (borrowed), saving a lookup.
+    """
+    cdef Py_ssize_t n = PyDict_GET_SIZE(d), pos = 0
+    cdef PyObject* k
+    cdef PyObject* v
+    cdef uint64_t keys = 0
+    cdef int key
+    if n == 0 or n > 4:
+        return K_NONE
+    if n == 1:
+        PyDict_Next(d, &pos, &k, &v)
+        if not _at_str(k):
+            return K_NONE
+        first[0] = v
+        key = _key(<object>k)
+        if key == KEY_T:
+            return K_T if isinstance(<object>v, list) else K_NONE
+        if key == KEY_REF:
+            return K_REF
+        if key == KEY_B:
+            return K_B if isinstance(<object>v, str) else K_NONE
+        if key == KEY_DT:
+            return K_DT if isinstance(<object>v, str) else K_NONE
+        if key == KEY_DEC:
+            return K_DEC if isinstance(<object>v, str) else K_NONE
+        if key == KEY_FSET:
+            return K_FSET if isinstance(<object>v, list) else K_NONE
+        if key == KEY_SET:
+            return K_SET if isinstance(<object>v, list) else K_NONE
+        if key == KEY_DATE:
+            return K_DATE if isinstance(<object>v, str) else K_NONE
+        if key == KEY_TD:
+            return K_TD if isinstance(<object>v, list) else K_NONE
+        if key == KEY_UUID:
+            return K_UUID if isinstance(<object>v, str) else K_NONE
+        if key == KEY_TIME:
+            return K_TIME if isinstance(<object>v, str) else K_NONE
+        if key == KEY_BI:
+            return K_BI if isinstance(<object>v, str) else K_NONE
+        if key == KEY_D:
+            return K_D if isinstance(<object>v, list) else K_NONE
+        if key == KEY_PKL:
+            return K_PKL if isinstance(<object>v, str) else K_NONE
+        if key == KEY_CLS:
+            return K_CLS if _is_cls_value(<object>v) else K_NONE
+        if key == KEY_REDUCE:
+            return K_REDUCE if isinstance(<object>v, dict) else K_NONE
+        if key == KEY_NEWOBJ:
+            return K_NEWOBJ if isinstance(<object>v, dict) else K_NONE
+        if key == KEY_INST:
+            return K_INST if isinstance(<object>v, dict) else K_NONE
+        if key == KEY_NS:
+            return K_NS if isinstance(<object>v, str) else K_NONE
+        if key == KEY_SU:
+            return K_SU if isinstance(<object>v, str) else K_NONE
+        if key == KEY_F:
+            return K_F if isinstance(<object>v, str) else K_NONE
+        if btree and key == KEY_KV:
+            return K_KV if type(<object>v) is list else K_NONE
+        if btree and key == KEY_KS:
+            return K_KS if type(<object>v) is list else K_NONE
+        return K_NONE
+    while PyDict_Next(d, &pos, &k, &v):
+        if not _at_str(k):
+            return K_NONE
+        key = _key(<object>k)
+        if key < 0:
+            return K_NONE  # no key set holds it
+        keys |= _bit(key)
+    if keys & ~(_bit(KEY_ITEMS) | _bit(KEY_APPENDS)) == _bit(KEY_CLS) | _bit(KEY_S):
+        return K_INSTANCE if _is_cls_value(d["@cls"]) else K_NONE
+    if keys == _bit(KEY_DT) | _bit(KEY_TZ):
+        return K_DT if isinstance(d["@dt"], str) and isinstance(d["@tz"], dict) else K_NONE
+    if keys == _bit(KEY_TIME) | _bit(KEY_TZ):
+        return K_TIME if isinstance(d["@time"], str) and isinstance(d["@tz"], dict) else K_NONE
+    if (keys == _bit(KEY_ARGS) | _bit(KEY_STATE) or keys == _bit(KEY_OBJ) | _bit(KEY_STATE)
+            or keys == _bit(KEY_CALLABLE) | _bit(KEY_ARGS) | _bit(KEY_STATE)
+            or keys == _bit(KEY_ARGS) | _bit(KEY_KWARGS)):
+        return K_WRAPPER
+    if btree:
+        if keys == _bit(KEY_KV) | _bit(KEY_NEXT):
+            return K_KV
+        if keys == _bit(KEY_KS) | _bit(KEY_NEXT):
+            return K_KS
+        if keys == _bit(KEY_CHILDREN) | _bit(KEY_FIRST):
+            return K_CHILDREN
+    return K_NONE
+
+
+cdef inline bint _is_scalar_marker(dict d) noexcept:
+    """``{"@b": "..."}``, ``{"@f": "nan"}``...: one value, not a level of nesting."""
+    cdef Py_ssize_t pos = 0
+    cdef PyObject* k
+    cdef PyObject* v
+    if PyDict_GET_SIZE(d) != 1:
+        return False
+    PyDict_Next(d, &pos, &k, &v)
+    return type(<object>v) is str and _at_str(k)
+
+
+cdef inline PyObject* _ref_payload(object v) noexcept:
+    """The id of ``{"@ref": id}`` (a dict whose marker_kind is "@ref"), borrowed; else NULL."""
+    cdef Py_ssize_t pos = 0
+    cdef PyObject* k
+    cdef PyObject* x
+    if type(v) is not dict or PyDict_GET_SIZE(v) != 1:
+        return NULL
+    PyDict_Next(v, &pos, &k, &x)
+    if type(<object>k) is str and _key(<object>k) == KEY_REF:
+        return x
+    return NULL
+
+
+cdef inline bint _same(const char* a, const char* b, Py_ssize_t n) noexcept:
+    cdef Py_ssize_t i
+    for i in range(n):
+        if a[i] != b[i]:
+            return False
+    return True
+
+
+cdef inline bint _ends(const char* p, Py_ssize_t n, const char* suffix, Py_ssize_t m) noexcept:
+    return n >= m and _same(p + n - m, suffix, m)
+
+
+cdef int _btree_class(str module, str name) except -2:
+    """_common.btree_kind for exact strs: 1 tree, 0 bucket or set, -1 not a BTree class."""
+    cdef const char* p
+    cdef Py_ssize_t n
+    if not PyUnicode_IS_ASCII(module) or not PyUnicode_IS_ASCII(name):
+        if not module.startswith("BTrees.") or module == "BTrees.Length":
+            return -1
+        if name.endswith("BTree"):
+            return 1
+        if name.endswith("Bucket"):
+            return 0
+        if name.endswith("TreeSet"):
+            return 1
+        if name.endswith("Set"):
+            return 0
+        return -1
+    p = <const char*>PyUnicode_DATA(module)
+    n = PyUnicode_GET_LENGTH(module)
+    if n < 7 or not _same(p, b"BTrees.", 7) or (n == 13 and _same(p + 7, b"Length", 6)):
+        return -1
+    p = <const char*>PyUnicode_DATA(name)
+    n = PyUnicode_GET_LENGTH(name)
+    if _ends(p, n, b"BTree", 5):
+        return 1
+    if _ends(p, n, b"Bucket", 6):
+        return 0
+    if _ends(p, n, b"TreeSet", 7):
+        return 1
+    if _ends(p, n, b"Set", 3):
+        return 0
+    return -1
+
+
+# ---------------------------------------------------------------------------
+# The walk
+# ---------------------------------------------------------------------------
+
+cdef int _value(Writer* w, object v, Py_ssize_t depth) except -1:
+    cdef type t = type(v)
+    cdef Py_ssize_t i
+    cdef int kind
+    cdef PyObject* first = NULL
+    if t is str:
+        return _str(w, <str>v)
+    if t is dict:
+        if depth > _MAX_DEPTH and not _is_scalar_marker(<dict>v):
+            raise _depth_error()
+        # _dict, one C frame fewer for each level of nesting
+        kind = _marker_kind(<dict>v, False, &first)
+        if kind == K_NONE or kind == K_WRAPPER:
+            return _plain_dict(w, <dict>v, depth)
+        return _marker(w, <dict>v, kind, first, depth)
+    if t is int:
+        return _int(w, v)
+    if t is list:
+        if depth > _MAX_DEPTH:
+            raise _depth_error()
+        _op(w, EMPTY_LIST)
+        if PyList_GET_SIZE(v):
+            _op(w, MARK)
+            i = 0
+            while i < PyList_GET_SIZE(v):  # as a list iterator
+                x = <object>PyList_GET_ITEM(v, i)  # a reference of our own while code may run
+                _item(w, x, depth + 1)
+                i += 1
+            _op(w, APPENDS)
+        return 0
+    if t is float:
+        return _float(w, PyFloat_AS_DOUBLE(v))
+    if v is None:
+        return _op(w, NONE)
+    if v is True:
+        return _op(w, NEWTRUE)
+    if v is False:
+        return _op(w, NEWFALSE)
+    return _native(w, v, depth)
+
+
+cdef inline int _item(Writer* w, object v, Py_ssize_t depth) except -1:
+    """_value, with the commonest items written here rather than through a call."""
+    cdef type t = type(v)
+    if t is str:
+        return _str(w, <str>v)
+    if t is int:
+        return _int(w, v)
+    return _value(w, v, depth)
+
+
+cdef int _tuple(Writer* w, object items, Py_ssize_t depth) except -1:
+    cdef Py_ssize_t n, i
+    if type(items) is tuple:  # a snapshot made here (see _flatten)
+        n = PyTuple_GET_SIZE(items)
+        if n == 0:
+            return _op(w, EMPTY_TUPLE)
+        if n > 3:
+            _op(w, MARK)
+        for i in range(n):
+            _item(w, <object>PyTuple_GET_ITEM(items, i), depth + 1)
+        return _op(w, TUPLE1 if n == 1 else TUPLE2 if n == 2 else TUPLE3 if n == 3 else TUPLE)
+    if type(items) is list:
+        n = PyList_GET_SIZE(items)
+        if n == 0:
+            return _op(w, EMPTY_TUPLE)
+        if n > 3:
+            _op(w, MARK)
+        i = 0
+        while i < PyList_GET_SIZE(items):  # as a list iterator
+            x = <object>PyList_GET_ITEM(items, i)  # a reference of our own while code may run
+            _item(w, x, depth + 1)
+            i += 1
+        return _op(w, TUPLE1 if n == 1 else TUPLE2 if n == 2 else TUPLE3 if n == 3 else TUPLE)
+    n = len(items)
+    if n == 0:
+        return _op(w, EMPTY_TUPLE)
+    if n > 3:
+        _op(w, MARK)
+    for x in items:
+        _item(w, x, depth + 1)
+    return _op(w, TUPLE1 if n == 1 else TUPLE2 if n == 2 else TUPLE3 if n == 3 else TUPLE)
+
+
+cdef int _plain_dict(Writer* w, dict d, Py_ssize_t depth) except -1:
+    cdef Py_ssize_t n, pos = 0, size = PyDict_GET_SIZE(d)
+    cdef PyObject* kp
+    cdef PyObject* xp
+    _op(w, EMPTY_DICT)
+    if not size:
+        return 0
+    _op(w, MARK)
+    while True:
+        # As a dict iterator: a value's own code may change the dict.
+        if PyDict_GET_SIZE(d) != size:
+            raise RuntimeError("dictionary changed size during iteration")
+        if not PyDict_Next(d, &pos, &kp, &xp):
+            break
+        k = <object>kp
+        x = <object>xp
+        if type(k) is str:
+            n = PyUnicode_GET_LENGTH(k)
+            if (n >= 4 and PyUnicode_READ_CHAR(k, 0) == 64 and PyUnicode_READ_CHAR(k, 3) == 58
+                    and ((PyUnicode_READ_CHAR(k, 1) == 110 and PyUnicode_READ_CHAR(k, 2) == 115)
+                         or (PyUnicode_READ_CHAR(k, 1) == 115 and PyUnicode_READ_CHAR(k, 2) == 117))):
+                original = unescape_key(k)  # "@ns:..." / "@su:...": an escaped key
+                _value(w, k if original is None else original, depth + 1)
+            else:
+                _str(w, <str>k)
+        else:
+            _value(w, k, depth + 1)
+        _item(w, x, depth + 1)
+    return _op(w, SETITEMS)
+
+
+cdef int _dict(Writer* w, dict d, Py_ssize_t depth) except -1:
+    cdef PyObject* first = NULL
+    cdef int kind = _marker_kind(d, False, &first)
+    if kind == K_NONE or kind == K_WRAPPER:
+        return _plain_dict(w, d, depth)
+    return _marker(w, d, kind, first, depth)
+
+
+cdef int _marker(Writer* w, dict d, int kind, PyObject* first, Py_ssize_t depth) except -1:
+    """The markers of _encode_py._MARKERS; first is the value of a one-key marker, as d[key] gives it."""
+    cdef object value = <object>first if first != NULL else None  # our own reference while code may run
+    if kind == K_REF:
+        return _ref(w, value, depth)
+    if kind == K_T:
+        return _tuple(w, value, depth)
+    if kind == K_DT:
+        if PyDict_GET_SIZE(d) == 1:
+            return _m_dt(w, value, None, depth)
+        return _m_dt(w, d["@dt"], d["@tz"], depth)
+    if kind == K_DEC:
+        return _m_dec(w, value, depth)
+    if kind == K_SET:
+        _text(w, b"cbuiltins\nset\n", 14)
+        _value(w, value, depth)
+        return _op2(w, TUPLE1, REDUCE)
+    if kind == K_FSET:
+        _text(w, b"cbuiltins\nfrozenset\n", 20)
+        _value(w, value, depth)
+        return _op2(w, TUPLE1, REDUCE)
+    if kind == K_B:
+        return _b64(w, value, "@b")
+    if kind == K_DATE:
+        return _m_date(w, value, depth)
+    if kind == K_TD:
+        return _m_td(w, value, depth)
+    if kind == K_UUID:
+        return _m_uuid(w, value)
+    if kind == K_INSTANCE:
+        return _instance(w, d, depth)
+    return _rare_marker(w, d, kind, depth)
+
+
+cdef int _rare_marker(Writer* w, dict d, int kind, Py_ssize_t depth) except -1:
+    # Kept apart so that the frames of the common markers' recursion stay small.
+    if kind == K_TIME:
+        return _m_time(w, d, depth)
+    if kind == K_CLS:
+        cls = <list>d["@cls"]
+        return _global(w, cls[0], cls[1])
+    if kind == K_BI:
+        return _int(w, decimal_to_int(d["@bi"]))
+    if kind == K_D:
+        _op(w, EMPTY_DICT)
+        if d["@d"]:
+            _pairs(w, d["@d"], depth, "@d")
+        return 0
+    if kind == K_PKL:
+        return _b64(w, d["@pkl"], "@pkl")  # nested: bytes, as the reference wrote it
+    if kind == K_REDUCE or kind == K_NEWOBJ:
+        return _reduce(w, d, depth)
+    if kind == K_INST:
+        return _inst(w, d, depth)
+    if kind == K_NS:
+        try:
+            text = b64decode(d["@ns"], "@ns").decode("utf-8")
+        except UnicodeDecodeError:
+            raise CodecError("invalid pickle data: @ns is not UTF-8") from None
+        return _str_any(w, text)
+    if kind == K_SU:
+        try:
+            text = b64decode(d["@su"], "@su").decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError:
+            raise CodecError("invalid pickle data: @su is not UTF-8") from None
+        return _str_any(w, text)
+    if kind == K_F:
+        return _float(w, float_from_marker(d["@f"]))
+    raise AssertionError(kind)
+
+
+cdef int _b64(Writer* w, object text, str what) except -1:
+    """Bytes of a strict base64 text; anything the C decoder refuses goes to _common.b64decode."""
+    cdef Py_ssize_t n, size, start
+    cdef const unsigned char* p
+    if type(text) is str and PyUnicode_IS_ASCII(text):
+        n = PyUnicode_GET_LENGTH(text)
+        p = <const unsigned char*>PyUnicode_DATA(text)
+        size = zjc_b64_size(p, n)
+        if size >= 0:
+            start = w.pos
+            _bytes_header(w, size)
+            _reserve(w, size + 16)
+            if zjc_b64_decode(p, n, w.buf + w.pos) == 0:
+                w.pos += size
+                return 0
+            w.pos = start
+    return _bytes(w, b64decode(text, what))
+
+
+cdef int _hex_bytes(Writer* w, str text) except -1:
+    """Bytes of an oid's hex digits: 1 written, 0 (nothing written) if _known.is_hex refuses the text."""
+    cdef Py_ssize_t n, start
+    if not PyUnicode_IS_ASCII(text):
+        return 0
+    n = PyUnicode_GET_LENGTH(text)
+    start = w.pos
+    _bytes_header(w, n // 2)
+    _reserve(w, n // 2)
+    if zjc_unhex(<const unsigned char*>PyUnicode_DATA(text), n, w.buf + w.pos) < 0:
+        w.pos = start
+        return 0
+    w.pos += n // 2
+    return 1
+
+
+cdef int _ref(Writer* w, object v, Py_ssize_t depth) except -1:
+    """``{"@ref": v}``."""
+    cdef Py_ssize_t links = 1, i
+    cdef PyObject* inner
+    # A reference whose id is a reference, and so on: the innermost is written
+    # first, then one BINPERSID per link (the pure twin recurses instead).
+    while True:
+        if 3 * (w.refs + links) + depth > _FRAME_BUDGET:
+            raise _depth_error()
+        inner = _ref_payload(v)
+        if inner == NULL:
+            break
+        links += 1
+        v = <object>inner
+    if w.expand_refs and type(v) is str and _hex_bytes(w, <str>v):
+        _op(w, NONE)
+        _op2(w, TUPLE2, BINPERSID)
+    elif (w.expand_refs and type(v) is list and PyList_GET_SIZE(v) == 2
+          and type(<object>PyList_GET_ITEM(v, 0)) is str and type(<object>PyList_GET_ITEM(v, 1)) is str):
+        oid = <str>PyList_GET_ITEM(v, 0)
+        if not _hex_bytes(w, oid):
+            raise CodecError(f"JSON error: hex decode: invalid oid {oid[:40]!r}")
+        _global_dotted(w, <str>PyList_GET_ITEM(v, 1))
+        _op2(w, TUPLE2, BINPERSID)
+    else:
+        w.refs += links
+        _value(w, v, depth)  # the id is the reference's payload, at its level
+        w.refs -= links
+        _op(w, BINPERSID)
+    for i in range(links - 1):
+        _op(w, BINPERSID)
+    return 0
+
+
+cdef int _instance(Writer* w, dict d, Py_ssize_t depth) except -1:
+    cdef int bt
+    cls = <list>d["@cls"]
+    module = cls[0]
+    name = cls[1]
+    state = d["@s"]
+    args = None
+    if (type(state) is dict and PyDict_GET_SIZE(state) == 2 and "@args" in <dict>state
+            and "@state" in <dict>state):
+        args = (<dict>state)["@args"]
+        state = (<dict>state)["@state"]
+    _global(w, module, name)
+    if args is None:
+        _op(w, EMPTY_TUPLE)
+    else:
+        _value(w, args, depth + 1)
+    # Python 2 pickles build these by REDUCE; the reference wrote them as instances.
+    _op(w, REDUCE if <str>name == "_reconstructor" and (<str>module == "copy_reg" or <str>module == "copyreg")
+        else NEWOBJ)
+    if PyDict_GET_SIZE(d) > 2:  # else neither "@appends" nor "@items"
+        _contents(w, d.get("@appends"), d.get("@items"), depth)
+    bt = _btree_class(<str>module, <str>name)
+    if bt >= 0:
+        _btree_state(w, state, bt, depth + 1)
+    else:
+        _value(w, state, depth + 1)
+    return _op(w, BUILD)
+
+
+cdef int _contents(Writer* w, object appends, object items, Py_ssize_t depth) except -1:
+    """List and dict subclass contents, written before the state as CPython does."""
+    if appends:
+        if type(appends) is not list:
+            raise CodecError("invalid pickle data: appends must be a list")
+        _op(w, MARK)
+        for x in <list>appends:
+            _value(w, x, depth + 1)
+        _op(w, APPENDS)
+    if items:
+        _pairs(w, items, depth, "items")
+    return 0
+
+
+cdef int _pairs(Writer* w, object pairs, Py_ssize_t depth, str what) except -1:
+    """MARK key value ... SETITEMS from a list of [key, value] pairs."""
+    if type(pairs) is not list:
+        raise CodecError(f"invalid pickle data: {what} must be a list of [key, value] pairs")
+    _op(w, MARK)
+    for pair in <list>pairs:
+        if type(pair) is not list or PyList_GET_SIZE(pair) != 2:
+            raise CodecError(f"invalid pickle data: {what} must be a list of [key, value] pairs")
+        _item(w, (<list>pair)[0], depth + 1)
+        _item(w, (<list>pair)[1], depth + 1)
+    return _op(w, SETITEMS)
+
+
+cdef int _reduce(Writer* w, dict d, Py_ssize_t depth) except -1:
+    cdef bint newobj
+    inner = d["@reduce"] if "@reduce" in d else d["@newobj"]
+    newobj = "@newobj" in d
+    allowed = _NEWOBJ_KEYS if newobj else _REDUCE_KEYS
+    for key in inner:
+        if key not in allowed:
+            raise CodecError(f"invalid pickle data: unexpected key {key!r} in {'@newobj' if newobj else '@reduce'}")
+    if "callable" not in inner or "args" not in inner:
+        raise CodecError("invalid pickle data: @reduce needs callable and args")
+    args = inner["args"]
+    kwargs = inner.get("kwargs")
+    if not newobj and type(args) is dict and len(args) == 2 and "@args" in args and "@kwargs" in args:
+        newobj, args, kwargs = True, args["@args"], args["@kwargs"]  # the reference's NEWOBJ_EX
+    _value(w, inner["callable"], depth + 1)
+    _value(w, args, depth + 1)
+    if kwargs is not None:
+        _value(w, kwargs, depth + 1)
+        _op(w, NEWOBJ_EX)
+    else:
+        _op(w, NEWOBJ if newobj else REDUCE)
+    _contents(w, inner.get("appends"), inner.get("items"), depth)
+    if "state" in inner:
+        _value(w, inner["state"], depth + 1)
+        _op(w, BUILD)
+    return 0
+
+
+cdef int _inst(Writer* w, dict d, Py_ssize_t depth) except -1:
+    inner = d["@inst"]
+    keys = set(inner)
+    if keys == _INST_OBJ:
+        _value(w, inner["@obj"], depth + 1)
+    elif keys == _INST_CALL:
+        _value(w, inner["@callable"], depth + 1)
+        _value(w, inner["@args"], depth + 1)
+        _op(w, REDUCE)
+    else:
+        raise CodecError("invalid pickle data: @inst needs @obj/@state or @callable/@args/@state")
+    _value(w, inner["@state"], depth + 1)
+    return _op(w, BUILD)
+
+
+cdef object _flatten(object pairs):
+    """(k, v, k, v...) of the @kv pairs, each checked first: what the pure twin's list holds."""
+    cdef tuple flat
+    cdef Py_ssize_t i, n
+    if type(pairs) is list:
+        # No code but ours runs in these loops: the lists cannot change.
+        n = PyList_GET_SIZE(pairs)
+        for i in range(n):
+            pair = <object>PyList_GET_ITEM(pairs, i)
+            if type(pair) is not list or PyList_GET_SIZE(pair) != 2:
+                raise CodecError("invalid pickle data: @kv pair must be [k, v]")
+        flat = PyTuple_New(2 * n)
+        for i in range(n):
+            pair = <object>PyList_GET_ITEM(pairs, i)
+            x = <object>PyList_GET_ITEM(pair, 0)
+            Py_INCREF(x)
+            PyTuple_SET_ITEM(flat, 2 * i, x)
+            x = <object>PyList_GET_ITEM(pair, 1)
+            Py_INCREF(x)
+            PyTuple_SET_ITEM(flat, 2 * i + 1, x)
+        return flat
+    cdef list collected = []
+    for pair in pairs:
+        if type(pair) is not list or PyList_GET_SIZE(pair) != 2:
+            raise CodecError("invalid pickle data: @kv pair must be [k, v]")
+        collected.extend(<list>pair)
+    return collected
+
+
+cdef int _btree_state(Writer* w, object state, int is_tree, Py_ssize_t depth) except -1:
+    cdef bint has_next
+    cdef PyObject* first = NULL
+    cdef int kind = _marker_kind(<dict>state, True, &first) if type(state) is dict else K_NONE
+    if kind == K_KV or kind == K_KS:
+        # {"@kv": ...} or {"@kv": ..., "@next": ...} (exact str keys, so the size tells)
+        has_next = PyDict_GET_SIZE(state) == 2
+        items = (<dict>state)["@kv" if kind == K_KV else "@ks"] if has_next else <object>first
+        if kind == K_KV:
+            flat = _flatten(items)
+        else:
+            flat = items
+        _tuple(w, flat, depth)
+        if is_tree:
+            if has_next:
+                raise CodecError("invalid pickle data: @next in the state of a BTree")
+            _op2(w, TUPLE1, TUPLE1)
+            _op(w, TUPLE1)
+        elif has_next:
+            _value(w, (<dict>state)["@next"], depth + 1)
+            _op(w, TUPLE2)
+        else:
+            _op(w, TUPLE1)
+    elif kind == K_CHILDREN:
+        if not is_tree:
+            raise CodecError("invalid pickle data: @children in the state of a bucket")
+        _tuple(w, (<dict>state)["@children"], depth)
+        _value(w, (<dict>state)["@first"], depth + 1)
+        _op(w, TUPLE2)
+    else:
+        _value(w, state, depth)
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# Known types: common shapes in C, the rest through _known's calls
+# ---------------------------------------------------------------------------
+
+cdef int _call(Writer* w, object call, Py_ssize_t depth) except -1:
+    """A ``_known.Call``: callable, arguments tuple, REDUCE (see _encode_py._Writer.call)."""
+    cdef Py_ssize_t n
+    callable_ = call.callable
+    if type(callable_) is _Global:
+        _global(w, callable_.module, callable_.name)
+    else:
+        _call(w, callable_, depth)
+    args = call.args
+    n = len(args)
+    if n > 3:
+        _op(w, MARK)
+    for a in args:
+        if type(a) is _Call:
+            _call(w, a, depth)
+        elif type(a) is _Global:
+            _global(w, a.module, a.name)
+        else:
+            _value(w, a, depth)
+    _op(w, EMPTY_TUPLE if n == 0 else TUPLE1 if n == 1 else TUPLE2 if n == 2 else TUPLE3 if n == 3 else TUPLE)
+    return _op(w, REDUCE)
+
+
+cdef inline Py_ssize_t _digits(const unsigned char* p, Py_ssize_t i, Py_ssize_t n) noexcept:
+    while i < n and 48 <= p[i] <= 57:
+        i += 1
+    return i
+
+
+cdef inline long _number(const unsigned char* p, Py_ssize_t i, Py_ssize_t j) noexcept:
+    cdef long v = 0
+    while i < j:
+        v = v * 10 + (p[i] - 48)
+        i += 1
+    return v
+
+
+cdef inline long _fraction(const unsigned char* p, Py_ssize_t i, Py_ssize_t j) noexcept:
+    """_known._fraction: the first six digits, right-padded with zeros."""
+    cdef long v = 0
+    cdef int k
+    for k in range(6):
+        v = v * 10 + ((p[i] - 48) if i < j else 0)
+        i += 1
+    return v
+
+
+cdef int _offset(const unsigned char* p, Py_ssize_t i, Py_ssize_t n, long long* total) noexcept:
+    """_known._offset_us of p[i:n]: 0 none, 1 an offset in *total, -1 not a shape handled here."""
+    cdef long long t
+    if i == n:
+        return 0
+    if n - i == 1 and p[i] == b"Z":
+        total[0] = 0
+        return 1
+    if n - i < 6 or (p[i] != b"+" and p[i] != b"-") or _digits(p, i + 1, n) != i + 3 or p[i + 3] != b":":
+        return -1
+    if _digits(p, i + 4, n) != i + 6:
+        return -1
+    t = (_number(p, i + 1, i + 3) * 60 + _number(p, i + 4, i + 6)) * 60
+    if i + 6 < n:
+        if n - i < 9 or p[i + 6] != b":" or _digits(p, i + 7, n) != i + 9:
+            return -1
+        t = (t + _number(p, i + 7, i + 9)) * 1000000
+        if i + 9 < n:
+            if p[i + 9] != b"." or _digits(p, i + 10, n) != n or n - (i + 10) < 1 or n - (i + 10) > 6:
+                return -1
+            t += _fraction(p, i + 10, n)
+    else:
+        t *= 1000000
+    total[0] = -t if p[i] == b"-" else t
+    return 1
+
+
+@cython.cdivision(True)
+cdef int _timezone(Writer* w, long long total) except -1:
+    """_known.timezone_call(total): datetime.timezone(datetime.timedelta(microseconds=total))."""
+    cdef long long day = 86400000000LL, days, rest
+    days = total // day if total >= 0 else -((-total + day - 1) // day)
+    rest = total - days * day
+    _text(w, b"cdatetime\ntimezone\ncdatetime\ntimedelta\n", 39)
+    _int64(w, days)
+    _int64(w, rest // 1000000)
+    _int64(w, rest % 1000000)
+    _op2(w, TUPLE3, REDUCE)
+    return _op2(w, TUPLE1, REDUCE)
+
+
+cdef int _clock(const unsigned char* p, Py_ssize_t i, Py_ssize_t n, uint8_t* out, Py_ssize_t* end) noexcept:
+    """``HH:MM:SS[.f*]`` of the @dt/@time regexes from i: state bytes into out[0:6], 0; -1 if not handled."""
+    cdef Py_ssize_t j
+    cdef long h, m, s, us = 0
+    j = _digits(p, i, n)
+    if j == i or j - i > 3 or j >= n or p[j] != b":":
+        return -1
+    h = _number(p, i, j)
+    i = j + 1
+    j = _digits(p, i, n)
+    if j == i or j - i > 3 or j >= n or p[j] != b":":
+        return -1
+    m = _number(p, i, j)
+    i = j + 1
+    j = _digits(p, i, n)
+    if j == i or j - i > 3:
+        return -1
+    s = _number(p, i, j)
+    if h > 255 or m > 255 or s > 255:
+        return -1
+    if j < n and p[j] == b".":
+        i = j + 1
+        j = _digits(p, i, n)
+        us = _fraction(p, i, j)
+    out[0] = <uint8_t>h
+    out[1] = <uint8_t>m
+    out[2] = <uint8_t>s
+    out[3] = <uint8_t>(us >> 16)
+    out[4] = <uint8_t>(us >> 8)
+    out[5] = <uint8_t>us
+    end[0] = j
+    return 0
+
+
+cdef int _date_part(const unsigned char* p, Py_ssize_t n, uint8_t* out, Py_ssize_t* end) noexcept:
+    """``Y-M-D`` of the @dt/@date regexes: state bytes into out[0:4], 0; -1 if not handled."""
+    cdef Py_ssize_t i = 0, j
+    cdef long y, mo, d
+    j = _digits(p, 0, n)
+    if j == 0 or j > 5 or j >= n or p[j] != b"-":
+        return -1
+    y = _number(p, 0, j)
+    i = j + 1
+    j = _digits(p, i, n)
+    if j == i or j - i > 3 or j >= n or p[j] != b"-":
+        return -1
+    mo = _number(p, i, j)
+    i = j + 1
+    j = _digits(p, i, n)
+    if j == i or j - i > 3:
+        return -1
+    d = _number(p, i, j)
+    if y > 65535 or mo > 255 or d > 255:
+        return -1
+    out[0] = <uint8_t>(y >> 8)
+    out[1] = <uint8_t>y
+    out[2] = <uint8_t>mo
+    out[3] = <uint8_t>d
+    end[0] = j
+    return 0
+
+
+cdef int _m_dt(Writer* w, object text, object tz, Py_ssize_t depth) except -1:
+    cdef const unsigned char* p
+    cdef Py_ssize_t n, end
+    cdef uint8_t state[10]
+    cdef long long total
+    cdef int offset
+    if tz is None and type(text) is str and PyUnicode_IS_ASCII(text):
+        # datetime.datetime(state[, timezone(timedelta(...))]), as _known.datetime_call builds it.
+        n = PyUnicode_GET_LENGTH(text)
+        p = <const unsigned char*>PyUnicode_DATA(text)
+        if (_date_part(p, n, state, &end) == 0 and end < n and p[end] == b"T"
+                and _clock(p, end + 1, n, state + 4, &end) == 0):
+            offset = _offset(p, end, n, &total)
+            if offset >= 0:
+                _text(w, b"cdatetime\ndatetime\nC\n", 21)
+                _raw(w, state, 10)
+                if offset:
+                    _timezone(w, total)
+                    return _op2(w, TUPLE2, REDUCE)
+                return _op2(w, TUPLE1, REDUCE)
+    return _call(w, _known.datetime_call(text, tz), depth)
+
+
+cdef int _m_time(Writer* w, dict d, Py_ssize_t depth) except -1:
+    cdef const unsigned char* p
+    cdef Py_ssize_t n, end
+    cdef uint8_t state[6]
+    cdef long long total
+    cdef int offset
+    text = d["@time"]
+    if PyDict_GET_SIZE(d) == 1 and type(text) is str and PyUnicode_IS_ASCII(text):
+        n = PyUnicode_GET_LENGTH(text)
+        p = <const unsigned char*>PyUnicode_DATA(text)
+        if _clock(p, 0, n, state, &end) == 0:
+            offset = _offset(p, end, n, &total)
+            if offset >= 0:
+                _text(w, b"cdatetime\ntime\nC\x06", 17)
+                _raw(w, state, 6)
+                if offset:
+                    _timezone(w, total)
+                    return _op2(w, TUPLE2, REDUCE)
+                return _op2(w, TUPLE1, REDUCE)
+    return _call(w, _known.time_call(text, d.get("@tz")), depth)
+
+
+cdef int _m_date(Writer* w, object text, Py_ssize_t depth) except -1:
+    cdef const unsigned char* p
+    cdef Py_ssize_t n, end
+    cdef uint8_t state[4]
+    if type(text) is str and PyUnicode_IS_ASCII(text):
+        n = PyUnicode_GET_LENGTH(text)
+        if n > 10:
+            n = 10  # date_call matches the first ten characters only
+        p = <const unsigned char*>PyUnicode_DATA(text)
+        if _date_part(p, n, state, &end) == 0 and end == n:
+            _text(w, b"cdatetime\ndate\nC\x04", 17)
+            _raw(w, state, 4)
+            return _op2(w, TUPLE1, REDUCE)
+    return _call(w, _known.date_call(text), depth)
+
+
+cdef int _m_td(Writer* w, object parts, Py_ssize_t depth) except -1:
+    if (type(parts) is list and PyList_GET_SIZE(parts) == 3
+            and type(<object>PyList_GET_ITEM(parts, 0)) is int
+            and type(<object>PyList_GET_ITEM(parts, 1)) is int
+            and type(<object>PyList_GET_ITEM(parts, 2)) is int):
+        _text(w, b"cdatetime\ntimedelta\n", 20)
+        _int(w, <object>PyList_GET_ITEM(parts, 0))
+        _int(w, <object>PyList_GET_ITEM(parts, 1))
+        _int(w, <object>PyList_GET_ITEM(parts, 2))
+        return _op2(w, TUPLE3, REDUCE)
+    return _call(w, _known.timedelta_call(parts), depth)
+
+
+cdef int _m_dec(Writer* w, object text, Py_ssize_t depth) except -1:
+    if type(text) is str:
+        _text(w, b"cdecimal\nDecimal\n", 17)
+        _str(w, <str>text)
+        return _op2(w, TUPLE1, REDUCE)
+    return _call(w, _known.decimal_call(text), depth)
+
+
+cdef int _uuid_head(Writer* w) except -1:
+    return _text(w, b"cuuid\nUUID\n)\x81}X\x03\x00\x00\x00int", 22)
+
+
+cdef int _m_uuid(Writer* w, object text) except -1:
+    cdef const unsigned char* p
+    cdef uint64_t hi = 0, lo = 0
+    cdef int i, k = 0, digit
+    if type(text) is str and PyUnicode_IS_ASCII(text) and PyUnicode_GET_LENGTH(text) == 36:
+        # The canonical 8-4-4-4-12 spelling; anything else through _known.uuid_int.
+        p = <const unsigned char*>PyUnicode_DATA(text)
+        for i in range(36):
+            if i == 8 or i == 13 or i == 18 or i == 23:
+                if p[i] != b"-":
+                    break
+                continue
+            digit = zjc_hexval(p[i])
+            if digit < 0:
+                break
+            if k < 16:
+                hi = hi << 4 | <uint64_t>digit
+            else:
+                lo = lo << 4 | <uint64_t>digit
+            k += 1
+        else:
+            _uuid_head(w)
+            _uint128(w, hi, lo)
+            return _op2(w, SETITEM, BUILD)
+    return _uuid(w, _known.uuid_int(text))
+
+
+cdef int _uuid(Writer* w, object value) except -1:
+    _uuid_head(w)
+    _int(w, value)
+    return _op2(w, SETITEM, BUILD)
+
+
+# ---------------------------------------------------------------------------
+# Native Python values (CONTRACT L6)
+# ---------------------------------------------------------------------------
+
+cdef int _native(Writer* w, object v, Py_ssize_t depth) except -1:
+    cdef type t = type(v)
+    if depth > _MAX_DEPTH and isinstance(v, (tuple, list, dict, set, frozenset)):
+        raise _depth_error()
+    if t is tuple:
+        return _tuple(w, v, depth)
+    if t is bytes:
+        return _bytes(w, <bytes>v)
+    if isinstance(v, str):
+        return _str_any(w, str(v))
+    if isinstance(v, bool):
+        return _op(w, NEWTRUE if v else NEWFALSE)
+    if isinstance(v, int):
+        return _int(w, PyNumber_Long(v))
+    if isinstance(v, float):
+        return _float(w, PyFloat_AS_DOUBLE(PyNumber_Float(v)))
+    if isinstance(v, dict):
+        return _dict(w, dict(v), depth)
+    if isinstance(v, list):
+        return _value(w, list(v), depth)
+    if isinstance(v, tuple):
+        return _tuple(w, tuple(v), depth)
+    if isinstance(v, (bytes, memoryview)):
+        return _bytes(w, bytes(v))
+    if t is bytearray:
+        _text(w, b"cbuiltins\nbytearray\n", 20)
+        _bytes(w, bytes(v))
+        return _op2(w, TUPLE1, REDUCE)
+    if t is set or t is frozenset:
+        if t is set:
+            _text(w, b"cbuiltins\nset\n", 14)
+        else:
+            _text(w, b"cbuiltins\nfrozenset\n", 20)
+        _value(w, list(v), depth)
+        return _op2(w, TUPLE1, REDUCE)
+    known = _known.native_call(v)
+    if known is None:
+        raise TypeError(f"cannot encode a value of type {t.__module__}.{t.__qualname__}")
+    if type(known) is tuple:
+        return _uuid(w, known[1])
+    return _call(w, known, depth)
+
+
+# ---------------------------------------------------------------------------
+# Public functions
+# ---------------------------------------------------------------------------
+
+cdef object _verbatim(object value):
+    """The original pickle bytes of a top-level ``@pkl`` (CONTRACT L8), else None."""
+    cdef PyObject* p
+    cdef PyObject* k
+    cdef Py_ssize_t pos = 0
+    if type(value) is dict and PyDict_GET_SIZE(value) == 1:
+        PyDict_Next(value, &pos, &k, &p)
+        if type(<object>k) is str:
+            if _key(<object>k) != KEY_PKL:
+                return None
+        else:  # a key of another type may still equal "@pkl"
+            p = PyDict_GetItemWithError(value, "@pkl")
+        if p != NULL and type(<object>p) is str:
+            return b64decode(<object>p, "@pkl")
+    return None
+
+
+cdef bint _record_items(dict d, PyObject** cls, PyObject** state) noexcept:
+    """d.get("@cls"), d.get("@s") (borrowed, NULL if absent), True if found so:
+    a look at the few keys of a record beats hashing."""
+    cdef Py_ssize_t pos = 0
+    cdef PyObject* k
+    cdef PyObject* v
+    cdef int key
+    cls[0] = NULL
+    state[0] = NULL
+    if PyDict_GET_SIZE(d) <= 4:
+        while PyDict_Next(d, &pos, &k, &v):
+            if type(<object>k) is not str:
+                break  # it might still equal one of them: look them up
+            key = _key(<object>k)
+            if key == KEY_CLS:
+                cls[0] = v
+            elif key == KEY_S:
+                state[0] = v
+        else:
+            return True
+    return False
+
+
+def encode_zodb_record(obj):
+    """A ZODB record (class pickle + state pickle) from ``{"@cls": [module, name], "@s": state}``.
+
+    Raises TypeError for a non-dict argument or an unencodable Python value,
+    ValueError for malformed markers.
+    """
+    cdef unsigned char stack[_STACK_BUFFER]
+    cdef Writer w
+    cdef PyObject* p
+    cdef PyObject* s = NULL
+    cdef int bt
+    cdef bint scanned = False
+    if not isinstance(obj, dict):
+        raise TypeError(f"argument 'obj': expected dict, not {type(obj).__name__}")
+    if type(obj) is dict:
+        scanned = _record_items(<dict>obj, &p, &s)
+        if not scanned:
+            p = PyDict_GetItemWithError(obj, "@cls")
+        if p == NULL:
+            raise CodecError("invalid pickle data: missing @cls in ZODB record")
+        cls = <object>p
+    else:
+        if "@cls" not in obj:
+            raise CodecError("invalid pickle data: missing @cls in ZODB record")
+        cls = obj["@cls"]
+    if not isinstance(cls, list):
+        raise CodecError("invalid pickle data: @cls must be a list")
+    if type(cls) is list:
+        if PyList_GET_SIZE(cls) != 2:
+            raise CodecError("invalid pickle data: @cls must be [module, name]")
+        module = <object>PyList_GET_ITEM(cls, 0)
+        name = <object>PyList_GET_ITEM(cls, 1)
+    else:
+        if len(cls) != 2:
+            raise CodecError("invalid pickle data: @cls must be [module, name]")
+        module, name = cls
+    if not isinstance(module, str):
+        raise CodecError("invalid pickle data: @cls[0] must be a string")
+    if not isinstance(name, str):
+        raise CodecError("invalid pickle data: @cls[1] must be a string")
+    if type(obj) is dict:
+        if not scanned:
+            s = PyDict_GetItemWithError(obj, "@s")
+        state = None if s == NULL else <object>s
+    else:
+        state = obj.get("@s")
+    verbatim = _verbatim(state)
+    if verbatim is not None:
+        return verbatim
+    args = None
+    if (type(state) is dict and PyDict_GET_SIZE(state) == 2 and "@args" in <dict>state
+            and "@state" in <dict>state):
+        args = (<dict>state)["@args"]
+        state = (<dict>state)["@state"]
+    if type(module) is str and type(name) is str:
+        bt = _btree_class(<str>module, <str>name)
+    else:
+        kind = btree_kind(module, name)
+        bt = -1 if kind is None else 1 if kind[0] else 0
+    _init(&w, stack, True)
+    try:
+        _op2(&w, PROTO, 3)
+        if type(module) is str:
+            _str(&w, <str>module)
+        else:
+            _str_any(&w, str(module))
+        if type(name) is str:
+            _str(&w, <str>name)
+        else:
+            _str_any(&w, str(name))
+        _op(&w, TUPLE2)
+        _value(&w, args, 1)
+        _op2(&w, TUPLE2, STOP)
+        _op2(&w, PROTO, 3)
+        if bt >= 0:
+            _btree_state(&w, state, bt, 0)
+        else:
+            _value(&w, state, 0)
+        _op(&w, STOP)
+        return _result(&w)
+    except RecursionError:
+        raise _depth_error() from None
+    finally:
+        _release(&w)
+
+
+cdef bytes _pickle(object value):
+    cdef unsigned char stack[_STACK_BUFFER]
+    cdef Writer w
+    _init(&w, stack, False)
+    try:
+        _op2(&w, PROTO, 3)
+        _value(&w, value, 0)
+        _op(&w, STOP)
+        return _result(&w)
+    except RecursionError:
+        raise _depth_error() from None
+    finally:
+        _release(&w)
+
+
+def dict_to_pickle(obj):
+    """One pickle of a marker value tree (references in their verbose form).
+
+    Raises TypeError for a non-dict argument or an unencodable Python value,
+    ValueError for malformed markers.
+    """
+    if not isinstance(obj, dict):
+        raise TypeError(f"argument 'obj': expected dict, not {type(obj).__name__}")
+    verbatim = _verbatim(obj)
+    if verbatim is not None:
+        return verbatim
+    return _pickle(obj)
+
+
+def _no_constant(name):
+    raise CodecError(f"JSON error: {name} is not valid JSON")
+
+
+def json_to_pickle(json_str):
+    """One pickle of JSON text in the marker format (key order kept, numbers exact).
+
+    Raises TypeError for a non-str argument, ValueError for bad JSON or markers.
+    """
+    if not isinstance(json_str, str):
+        raise TypeError(f"argument 'json_str': expected str, not {type(json_str).__name__}")
+    try:
+        value = json.loads(json_str, parse_constant=_no_constant)
+    except CodecError:
+        raise
+    except json.JSONDecodeError as exc:
+        raise CodecError(f"JSON error: {exc}") from None
+    except RecursionError:
+        raise _depth_error() from None
+    verbatim = _verbatim(value)
+    if verbatim is not None:
+        return verbatim
+    return _pickle(value)
