@@ -4,10 +4,12 @@
 
 The same opcode walk, values, flags, errors and messages as the pure twin,
 with the input read through a ``const unsigned char*`` (every read checked
-against the length first) and the hot opcodes, strings, numbers, base64,
-dicts and persistent references done in C.  Objects under construction, the
-checks after the walk and the JSON text writers are shared
-(``_decode_common``, ``_jsontext_c``).
+against the length first).  In C: the hot opcodes, strings, numbers, base64,
+the memo, dicts, persistent references, objects under construction and the
+known types and class forms ZODB writes.  Shared with the pure twin: rarer
+known-type shapes (``_known``), the checks after the walk that find something
+(``_decode_common``) and the PostgreSQL rewriting; ``_jsontext_c`` writes the
+JSON text.
 """
 
 cimport cython
@@ -15,7 +17,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.float cimport PyFloat_FromString
 from cpython.dict cimport PyDict_GetItem, PyDict_Next, PyDict_SetItem
 from cpython.list cimport PyList_Append, PyList_GET_ITEM, PyList_GET_SIZE
-from cpython.long cimport PyLong_FromLongLong, PyLong_FromSize_t
+from cpython.long cimport PyLong_FromLongLong
 from cpython.object cimport PyObject
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
@@ -29,7 +31,7 @@ import binascii
 from . import _known
 from ._common import (
     I64_MAX, I64_MIN, MAX_BIGINT_BITS, MAX_DEPTH, CodecError, b64encode, bytes_argument,
-    decimal_to_int, float_marker, int_to_decimal, marker_kind,
+    decimal_to_int, int_to_decimal, marker_kind,
 )
 from . import _decode_common
 from ._decode_common import (
