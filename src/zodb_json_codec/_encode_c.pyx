@@ -1339,6 +1339,39 @@ cdef int _inst(Writer* w, dict d, Py_ssize_t depth) except -1:
     return _op(w, BUILD)
 
 
+cdef inline bint _inert(PyObject* x) noexcept:
+    """Writing x runs no Python code that could change the containers being written."""
+    cdef type t = type(<object>x)
+    return t is str or t is int or t is float or x == <PyObject*>None or t is bool
+
+
+cdef int _kv_direct(Writer* w, object pairs, Py_ssize_t depth) except -1:
+    """_tuple(w, _flatten(pairs)) without the copy, for @kv pairs of plain keys and values; 0 if not such."""
+    cdef Py_ssize_t i, n
+    cdef PyObject* pair
+    if type(pairs) is not list:
+        return 0
+    n = PyList_GET_SIZE(pairs)
+    for i in range(n):
+        pair = PyList_GET_ITEM(pairs, i)
+        if (type(<object>pair) is not list or PyList_GET_SIZE(<object>pair) != 2
+                or not _inert(PyList_GET_ITEM(<object>pair, 0)) or not _inert(PyList_GET_ITEM(<object>pair, 1))):
+            return 0
+    # Nothing written below runs code of anyone else: the pairs are what _flatten would copy.
+    n *= 2
+    if n == 0:
+        _op(w, EMPTY_TUPLE)
+        return 1
+    if n > 3:
+        _op(w, MARK)
+    for i in range(n // 2):
+        pair = PyList_GET_ITEM(pairs, i)
+        _item(w, <object>PyList_GET_ITEM(<object>pair, 0), depth + 1)
+        _item(w, <object>PyList_GET_ITEM(<object>pair, 1), depth + 1)
+    _op(w, TUPLE2 if n == 2 else TUPLE)
+    return 1
+
+
 cdef object _flatten(object pairs):
     """(k, v, k, v...) of the @kv pairs, each checked first: what the pure twin's list holds."""
     cdef tuple flat
@@ -1377,10 +1410,10 @@ cdef int _btree_state(Writer* w, object state, int is_tree, Py_ssize_t depth) ex
         has_next = PyDict_GET_SIZE(state) == 2
         items = (<dict>state)["@kv" if kind == K_KV else "@ks"] if has_next else <object>first
         if kind == K_KV:
-            flat = _flatten(items)
+            if not _kv_direct(w, items, depth):
+                _tuple(w, _flatten(items), depth)
         else:
-            flat = items
-        _tuple(w, flat, depth)
+            _tuple(w, items, depth)
         if is_tree:
             if has_next:
                 raise CodecError("invalid pickle data: @next in the state of a BTree")
