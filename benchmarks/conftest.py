@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from types import ModuleType, SimpleNamespace
+from types import SimpleNamespace
 from typing import Any, Callable, List, Sequence
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # datasets, baseline
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # twinloader, as the tests load twins
 
 import baseline  # noqa: E402
 import datasets  # noqa: E402
+from twinloader import load_twin  # noqa: E402
 
 # The functions the suites time, by their public names.
 TIMED_FUNCTIONS = (
@@ -28,48 +30,12 @@ SYNTHETIC_TIMING = pytest.mark.benchmark(max_time=0.5)
 SCAN_TIMING = pytest.mark.benchmark(max_time=1.0, min_rounds=5)
 
 
-def _contender(name: str, *modules: ModuleType) -> SimpleNamespace:
-    """A namespace of TIMED_FUNCTIONS taken from the first of modules that has each."""
-    functions = {
-        function: next(getattr(m, function) for m in modules if hasattr(m, function)) for function in TIMED_FUNCTIONS
-    }
-    return SimpleNamespace(name=name, **functions)
-
-
-def _twin(implementation: str) -> SimpleNamespace:
-    from zodb_json_codec import _impl
-
-    return _contender(implementation, *_impl.import_twin(implementation))
-
-
 @pytest.fixture(scope="session", params=["pickle", "python", "cython"])
 def twin(request: pytest.FixtureRequest) -> SimpleNamespace:
-    """The pickle baseline or one twin: name plus the TIMED_FUNCTIONS.
-
-    As tests/conftest.py's ``impl``: the compiled twin is skipped, with the
-    reason shown, when it is not built or pure mode is asked for, and fails
-    when ZODB_JSON_CODEC_PURE_PYTHON=0 (or PURE_PYTHON=0) requires it.
-    """
-    from zodb_json_codec import _impl
-
-    implementation = request.param
-    if implementation == "pickle":
-        return _contender("pickle", baseline)
-    if implementation == "python":
-        return _twin("python")
-    mode = _impl.requested_mode()
-    if mode == _impl.PURE:
-        if sys.implementation.name == "pypy":
-            pytest.skip("compiled twin: PyPy always runs the pure-Python twin")
-        pytest.skip("compiled twin: pure-Python mode requested (ZODB_JSON_CODEC_PURE_PYTHON / PURE_PYTHON)")
-    try:
-        return _twin("cython")
-    except ImportError as exc:
-        if mode == _impl.COMPILED:
-            pytest.fail(f"compiled twin required (ZODB_JSON_CODEC_PURE_PYTHON=0) but not importable: {exc}")
-        if _impl.compiled_installed():
-            pytest.fail(f"compiled twin installed but broken: {exc}")
-        pytest.skip(f"compiled twin not built: {exc}")
+    """The pickle baseline or one twin (skipped or failed as tests/twinloader.load_twin decides)."""
+    if request.param == "pickle":
+        return SimpleNamespace(name="pickle", **{name: getattr(baseline, name) for name in TIMED_FUNCTIONS})
+    return load_twin(request.param)
 
 
 @pytest.fixture(

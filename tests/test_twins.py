@@ -25,7 +25,6 @@ import os
 import pickle
 import pickletools
 import struct
-import sys
 import uuid
 import warnings
 from types import SimpleNamespace
@@ -38,6 +37,7 @@ from hypothesis import strategies as st
 
 from corpus import NAMES, record, vectors
 from strictcompare import describe, diff, outcome, outcome_diff
+from twinloader import load_twin
 
 DECODERS = ("decode_zodb_record", "decode_zodb_record_for_pg", "decode_zodb_record_for_pg_json",
             "pickle_to_dict", "pickle_to_json")
@@ -58,35 +58,14 @@ SHOWN = 15
 # Both twins, in one process
 # ---------------------------------------------------------------------------
 
-def _load(implementation: str) -> SimpleNamespace:
-    from zodb_json_codec import _impl
-
-    decode, encode = _impl.import_twin(implementation)
-    functions = {name: getattr(decode, name) for name in _impl.DECODE_FUNCTIONS}
-    functions.update({name: getattr(encode, name) for name in _impl.ENCODE_FUNCTIONS})
-    return SimpleNamespace(name=implementation, **functions)
-
-
 @pytest.fixture(scope="module")
 def twins() -> Tuple[SimpleNamespace, SimpleNamespace]:
     """(pure, compiled); skipped, failed or given as conftest's ``impl`` fixture decides for the compiled twin."""
     from zodb_json_codec import _impl
 
     assert set(_impl.DECODE_FUNCTIONS) == set(DECODERS) and set(_impl.ENCODE_FUNCTIONS) == set(ENCODERS)
-    mode = _impl.requested_mode()
-    if mode == _impl.PURE:
-        if sys.implementation.name == "pypy":
-            pytest.skip("compiled twin: PyPy always runs the pure-Python twin")
-        pytest.skip("compiled twin: pure-Python mode requested (ZODB_JSON_CODEC_PURE_PYTHON / PURE_PYTHON)")
-    try:
-        compiled = _load("cython")
-    except ImportError as exc:
-        if mode == _impl.COMPILED:
-            pytest.fail(f"compiled twin required (ZODB_JSON_CODEC_PURE_PYTHON=0) but not importable: {exc}")
-        if _impl.compiled_installed():
-            pytest.fail(f"compiled twin installed but broken: {exc}")
-        pytest.skip(f"compiled twin not built: {exc}")
-    return _load("python"), compiled
+    compiled = load_twin("cython")
+    return load_twin("python"), compiled
 
 
 # ---------------------------------------------------------------------------
