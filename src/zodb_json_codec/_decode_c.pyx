@@ -300,21 +300,14 @@ cdef object _global_names(object v):
 
 cdef dict _content(_CObj obj, _Context ctx):
     """_decode_common.render_obj's markers, with the known types ZODB writes most recognised in C."""
-    cdef dict inner, content
+    cdef dict content
     callable_, args = obj.callable, obj.args
     if obj.kind == K_REDUCE:
         if not obj.built and obj.items is None and obj.appends is None:
             known = _recognize(callable_, args, ctx)
             if known is not None:
                 return known
-        inner = {"callable": callable_, "args": args}
-        if obj.built:
-            inner["state"] = obj.state
-        if obj.items is not None:
-            inner["items"] = obj.items
-        if obj.appends is not None:
-            inner["appends"] = obj.appends
-        return {"@reduce": inner}
+        return _generic_call(obj, "@reduce")
     names = _global_names(callable_)
     if obj.built and obj.kwargs is None and names is not None and type(args) is dict and "@t" in args:
         module, name = names
@@ -334,7 +327,12 @@ cdef dict _content(_CObj obj, _Context ctx):
         if obj.appends is not None:
             content["@appends"] = obj.appends
         return content
-    inner = {"callable": callable_, "args": args}
+    return _generic_call(obj, "@newobj")
+
+
+cdef dict _generic_call(_CObj obj, str marker):
+    """_decode_common.generic_call: everything the pickle gave for the object, by name."""
+    cdef dict inner = {"callable": obj.callable, "args": obj.args}
     if obj.kwargs is not None:
         inner["kwargs"] = obj.kwargs
     if obj.built:
@@ -343,7 +341,7 @@ cdef dict _content(_CObj obj, _Context ctx):
         inner["items"] = obj.items
     if obj.appends is not None:
         inner["appends"] = obj.appends
-    return {"@newobj": inner}
+    return {marker: inner}
 
 
 cdef object _uuid_from_state(object state):

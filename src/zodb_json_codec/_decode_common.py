@@ -69,17 +69,7 @@ def render_obj(obj: Obj, objs: dict) -> None:
         known = None
         if not obj.built and obj.items is None and obj.appends is None:
             known = _known.recognize_reduce(callable_, args, objs)
-        if known is not None:
-            content = known
-        else:
-            inner = {"callable": callable_, "args": args}
-            if obj.built:
-                inner["state"] = obj.state
-            if obj.items is not None:
-                inner["items"] = obj.items
-            if obj.appends is not None:
-                inner["appends"] = obj.appends
-            content = {"@reduce": inner}
+        content = known if known is not None else generic_call(obj, "@reduce")
     else:
         plain_newobj = (obj.built and obj.kwargs is None and is_global(callable_)
                         and type(args) is dict and "@t" in args)
@@ -103,18 +93,23 @@ def render_obj(obj: Obj, objs: dict) -> None:
             if obj.appends is not None:
                 content["@appends"] = obj.appends
         else:
-            inner = {"callable": callable_, "args": args}
-            if obj.kwargs is not None:
-                inner["kwargs"] = obj.kwargs
-            if obj.built:
-                inner["state"] = obj.state
-            if obj.items is not None:
-                inner["items"] = obj.items
-            if obj.appends is not None:
-                inner["appends"] = obj.appends
-            content = {"@newobj": inner}
+            content = generic_call(obj, "@newobj")
     value.clear()
     value.update(content)
+
+
+def generic_call(obj: Obj, marker: str) -> dict:
+    """``{marker: {...}}``: everything the pickle gave for the object, by name (REDUCE has no kwargs)."""
+    inner = {"callable": obj.callable, "args": obj.args}
+    if obj.kwargs is not None:
+        inner["kwargs"] = obj.kwargs
+    if obj.built:
+        inner["state"] = obj.state
+    if obj.items is not None:
+        inner["items"] = obj.items
+    if obj.appends is not None:
+        inner["appends"] = obj.appends
+    return {marker: inner}
 
 
 def finish(value: Any, unrepresentable: bool, cyclic: bool, maybe_deep: bool, flags: int, start: int) -> Any:
