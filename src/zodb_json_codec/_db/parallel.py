@@ -1,0 +1,103 @@
+"""Work spread over worker processes, in order, with a bounded number of batches in flight.
+
+The main process reads and writes (files, PostgreSQL); workers do the
+decoding and encoding.  At most ``2 * jobs`` batches are out at a time, so
+memory stays bounded whatever the size of the database.  ``jobs == 1`` runs
+everything in this process, with no pool at all.
+"""
+
+from __future__ import annotations
+
+import collections
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, TypeVar
+
+from . import CommandError
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+BATCH_RECORDS = 256
+BATCH_BYTES = 1 << 20
+
+
+def default_jobs() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def batched(items: Iterable[T], size_of: Callable[[T], int], max_items: int = BATCH_RECORDS,
+            max_bytes: int = BATCH_BYTES) -> Iterator[List[T]]:
+    """Lists of consecutive items, each at most max_items long and about max_bytes big."""
+    batch: List[T] = []
+    size = 0
+    for item in items:
+        batch.append(item)
+        size += size_of(item)
+        if len(batch) >= max_items or size >= max_bytes:
+            yield batch
+            batch = []
+            size = 0
+    if batch:
+        yield batch
+
+
+def ordered_map(function: Callable[[Any], R], batches: Iterable[Any], jobs: int,
+                initializer: Optional[Callable[..., None]] = None, initargs: Sequence[Any] = ()) -> Iterator[R]:
+    """function(batch) for each batch, in order; in jobs worker processes when jobs > 1.
+
+    A worker's exception is raised here, at its batch.  The workers are
+    started with "spawn" on every platform: the same behaviour everywhere,
+    and no fork of a process that holds open files and threads.
+    """
+    if jobs <= 1:
+        if initializer is not None:
+            initializer(*initargs)
+        for batch in batches:
+            yield function(batch)
+        return
+    executor = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=initializer, initargs=tuple(initargs))
+    pending: collections.deque = collections.deque()
+    try:
+        for batch in batches:
+            pending.append(executor.submit(function, batch))
+            if len(pending) >= 2 * jobs:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+    except BrokenProcessPool:
+        raise CommandError("a worker process died (out of memory, or killed)") from None
+    finally:
+        for future in pending:
+            future.cancel()
+        executor.shutdown(wait=True)
+
+
+def map_records(records: Iterable[Any], function: Callable[[List[Any]], R], jobs: int, progress: Any,
+                prepare: Callable[[Any], Any] = lambda r: (r.oid, r.tid, r.data),
+                initializer: Optional[Callable[..., None]] = None, initargs: Sequence[Any] = ()) -> Iterator[R]:
+    """function(batch) over batches of prepare(record), in order, with progress counted in records.
+
+    Each record has ``data`` (its size decides the batches) and ``position``
+    (0..1 through its source, for the progress percentage).
+    """
+    sizes: collections.deque = collections.deque()
+
+    def batches() -> Iterator[List[Any]]:
+        for batch in batched(records, lambda r: len(r.data)):
+            sizes.append((len(batch), batch[-1].position))
+            yield [prepare(r) for r in batch]
+
+    done = 0
+    for result in ordered_map(function, batches(), jobs, initializer, initargs):
+        count, position = sizes.popleft()
+        done += count
+        progress.update(done, position)
+        yield result

@@ -1,0 +1,228 @@
+"""PostgreSQL: FileStorage records to a table laid out as zodb-pgjsonb's object_state, and such a table back to records.
+
+Rows are written with COPY; workers turn records into COPY text, so the
+main process only moves bytes.  Without ``--part`` the table is created,
+filled and indexed in one transaction: a failure leaves no table at all.
+With ``--part K/N`` several exporters (machines) fill one table: it is
+created (once, under an advisory lock) in a short transaction of its own,
+and each part's rows arrive in one transaction, all or nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import IO, Any, Iterator, List, Optional, Sequence, Tuple
+
+import zodb_json_codec as codec
+
+from . import CommandError
+from .parallel import batched, map_records, ordered_map
+from .progress import Progress
+from .storage import Part, new_storage, records
+
+COLUMNS = ("zoid", "tid", "class_mod", "class_name", "state", "state_size", "refs")
+CURRENT_TABLE = "object_state"
+HISTORY_TABLE = "object_history"
+MAX_MESSAGE = 500
+
+# COPY's text format: a backslash starts an escape, tab and newline end fields and rows.
+_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def import_psycopg() -> Any:
+    try:
+        import psycopg
+    except ImportError as exc:
+        raise CommandError(
+            f"this command needs psycopg 3 to talk to PostgreSQL ({exc}); "
+            'install it with: pip install "zodb-json-codec[pg]"'
+        ) from None
+    return psycopg
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return (text.splitlines() or [type(exc).__name__])[0][:MAX_MESSAGE]
+
+
+@contextlib.contextmanager
+def connect(dsn: str) -> Iterator[Any]:
+    """A psycopg connection (not autocommit); CommandError when the server cannot be reached."""
+    psycopg = import_psycopg()
+    try:
+        conn = psycopg.connect(dsn)
+    except psycopg.Error as exc:
+        raise CommandError(f"cannot connect to PostgreSQL: {_first_line(exc)}") from None
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def table_identifier(name: str) -> Any:
+    """The SQL identifier of "table" or "schema.table"."""
+    from psycopg import sql
+
+    parts = name.split(".")
+    if not 1 <= len(parts) <= 2 or not all(parts):
+        raise CommandError(f"not a table name: {name!r} (give TABLE or SCHEMA.TABLE)")
+    return sql.Identifier(*parts)
+
+
+def table_exists(conn: Any, name: str) -> bool:
+    # to_regclass wants SQL syntax: quote each part as an identifier.
+    quoted = ".".join('"' + part.replace('"', '""') + '"' for part in name.split("."))
+    return conn.execute("SELECT to_regclass(%s) IS NOT NULL", (quoted,)).fetchone()[0]
+
+
+def _index_statements(table_name: str, all_revisions: bool, if_not_exists: bool) -> List[Any]:
+    """The key and the indexes zodb-pgjsonb creates: by class, GIN on refs (who points at an object), by (tid, zoid)."""
+    from psycopg import sql
+
+    table = table_identifier(table_name)
+    stem = table_name.split(".")[-1]
+    maybe = sql.SQL("IF NOT EXISTS " if if_not_exists else "")
+    key = sql.SQL("zoid, tid" if all_revisions else "zoid")
+    # Named after the table, so several exports can share a schema.
+    return [
+        sql.SQL("CREATE UNIQUE INDEX {maybe}{name} ON {table} ({key})").format(
+            maybe=maybe, name=sql.Identifier(f"{stem}_key"), table=table, key=key),
+        sql.SQL("CREATE INDEX {maybe}{name} ON {table} (class_mod, class_name)").format(
+            maybe=maybe, name=sql.Identifier(f"{stem}_class"), table=table),
+        sql.SQL("CREATE INDEX {maybe}{name} ON {table} USING gin (refs)").format(
+            maybe=maybe, name=sql.Identifier(f"{stem}_refs"), table=table),
+        sql.SQL("CREATE INDEX {maybe}{name} ON {table} (tid, zoid)").format(
+            maybe=maybe, name=sql.Identifier(f"{stem}_tid_zoid"), table=table),
+    ]
+
+
+def _create_statement(table_name: str, if_not_exists: bool) -> Any:
+    from psycopg import sql
+
+    return sql.SQL(
+        "CREATE TABLE {maybe}{table} ("
+        "zoid BIGINT NOT NULL, tid BIGINT NOT NULL, class_mod TEXT NOT NULL, class_name TEXT NOT NULL, "
+        "state JSONB NOT NULL, state_size INTEGER NOT NULL, refs BIGINT[] NOT NULL DEFAULT '{{}}')"
+    ).format(maybe=sql.SQL("IF NOT EXISTS " if if_not_exists else ""), table=table_identifier(table_name))
+
+
+def copy_rows(batch: Sequence[Tuple[bytes, bytes, bytes]]) -> bytes:
+    """COPY text rows for a batch of (oid, tid, record); CommandError for a record that cannot be decoded."""
+    rows = []
+    for oid, tid, data in batch:
+        try:
+            module, name, state_json, refs = codec.decode_zodb_record_for_pg_json(data)
+        except Exception as exc:  # noqa: BLE001 - any failure to decode stops the export
+            raise CommandError(
+                f"oid {oid.hex()} tid {tid.hex()}: cannot decode: {type(exc).__name__}: {exc}"[:MAX_MESSAGE]
+            ) from None
+        rows.append(
+            f"{int.from_bytes(oid, 'big')}\t{int.from_bytes(tid, 'big')}\t"
+            f"{module.translate(_COPY_ESCAPES)}\t{name.translate(_COPY_ESCAPES)}\t"
+            f"{state_json.translate(_COPY_ESCAPES)}\t{len(data)}\t{{{','.join(map(str, refs))}}}\n"
+        )
+    # surrogatepass: a lone surrogate in a class name must reach PostgreSQL,
+    # which refuses it with a message, rather than fail here.
+    return "".join(rows).encode("utf-8", "surrogatepass")
+
+
+def record_from_row(row: Sequence[Any]) -> Tuple[bytes, bytes, bytes]:
+    """(oid, tid, record) of a (zoid, tid, class_mod, class_name, state text) row."""
+    zoid, tid, module, name, state_text = row
+    where = f"zoid {zoid} tid {tid}"
+    if state_text is None:
+        raise CommandError(f"{where}: state is NULL")
+    try:
+        data = codec.encode_zodb_record({"@cls": [module, name], "@s": json.loads(state_text)})
+    except ValueError as exc:
+        raise CommandError(f"{where}: cannot encode the state: {exc}"[:MAX_MESSAGE]) from None
+    try:
+        return zoid.to_bytes(8, "big"), tid.to_bytes(8, "big"), data
+    except OverflowError:
+        raise CommandError(f"{where}: zoid and tid must be 64-bit unsigned") from None
+
+
+def records_from_rows(batch: Sequence[Sequence[Any]]) -> List[Tuple[bytes, bytes, bytes]]:
+    return [record_from_row(row) for row in batch]
+
+
+def export(storage: Any, dsn: str, table: Optional[str], all_revisions: bool, part: Optional[Part], jobs: int,
+           out: IO[str], err: IO[str]) -> int:
+    """Copy the records of storage into a new table (or, with part, into a table shared by the parts)."""
+    psycopg = import_psycopg()
+    from psycopg import sql
+
+    table = table or (HISTORY_TABLE if all_revisions else CURRENT_TABLE)
+    identifier = table_identifier(table)
+    copy_sql = sql.SQL("COPY {} ({}) FROM STDIN").format(identifier, sql.SQL(", ").join(map(sql.Identifier, COLUMNS)))
+    progress = Progress("pg-export", err)
+    with connect(dsn) as conn:
+        conn.autocommit = True  # each `with conn.transaction()` below is a real transaction
+        try:
+            if part is None:
+                if table_exists(conn, table):
+                    raise CommandError(f"table {table} already exists; drop it, or name another with --table")
+            else:
+                with conn.transaction():
+                    # Parts may start together: one creates the table, the others wait and find it.
+                    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"zodb-json-codec {table}",))
+                    conn.execute(_create_statement(table, if_not_exists=True))
+                    for statement in _index_statements(table, all_revisions, if_not_exists=True):
+                        conn.execute(statement)
+            with conn.transaction():
+                if part is None:
+                    conn.execute(_create_statement(table, if_not_exists=False))
+                with conn.cursor().copy(copy_sql) as copy:
+                    for chunk in map_records(records(storage, all_revisions, part), copy_rows, jobs, progress):
+                        copy.write(chunk)
+                if part is None:  # indexes built once over all rows: faster than row by row
+                    for statement in _index_statements(table, all_revisions, if_not_exists=False):
+                        conn.execute(statement)
+        except psycopg.errors.DuplicateTable:
+            raise CommandError(f"table {table} already exists; drop it, or name another with --table") from None
+        except psycopg.errors.UniqueViolation as exc:
+            raise CommandError(
+                f"table {table} already holds some of these objects (was this part exported before?): "
+                f"{_first_line(exc)}"
+            ) from None
+        except psycopg.Error as exc:
+            raise CommandError(f"PostgreSQL refused the export, nothing was written: {_first_line(exc)}") from None
+        finally:
+            progress.close()
+    what = "record revisions" if all_revisions else "objects"
+    print(f"pg-export: {progress.done} {what} into table {table}", file=out)
+    return 0
+
+
+def import_(dsn: str, table: str, path: str, jobs: int, out: IO[str], err: IO[str]) -> int:
+    """Write the rows of table (in tid order) into a new FileStorage at path."""
+    psycopg = import_psycopg()
+    from psycopg import sql
+
+    identifier = table_identifier(table)
+    progress = Progress("pg-import", err)
+    with new_storage(path) as target, connect(dsn) as conn:
+        conn.autocommit = True
+        try:
+            if not table_exists(conn, table):
+                raise CommandError(f"no table {table} in the database")
+            (total,) = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(identifier)).fetchone()
+            with conn.transaction():  # a named (server-side) cursor lives in a transaction
+                cursor = conn.cursor(name="zodb_json_codec_import")
+                cursor.itersize = 2000
+                cursor.execute(sql.SQL(
+                    "SELECT zoid, tid, class_mod, class_name, state::text FROM {} ORDER BY tid, zoid"
+                ).format(identifier))
+                batches = batched(cursor, lambda row: len(row[4] or ""))
+                for batch in ordered_map(records_from_rows, batches, jobs):
+                    for oid, tid, data in batch:
+                        target.add(oid, tid, data, f"zoid {int.from_bytes(oid, 'big')}")
+                    progress.update(target.records, target.records / max(total, 1))
+                cursor.close()
+        except psycopg.Error as exc:
+            raise CommandError(f"cannot read table {table}: {_first_line(exc)}") from None
+        finally:
+            progress.close()
+    print(f"pg-import: {target.records} records in {target.transactions} transactions into {path}", file=out)
+    return 0
