@@ -36,7 +36,7 @@ def import_psycopg() -> Any:
     except ImportError as exc:
         raise CommandError(
             f"this command needs psycopg 3 to talk to PostgreSQL ({exc}); "
-            'install it with: pip install "zodb-json-codec[pg]"'
+            'install it with: pip install "zodb-json-codec[cli]"'
         ) from None
     return psycopg
 
