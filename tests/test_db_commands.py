@@ -178,6 +178,26 @@ def broken_fs(tmp_path_factory) -> Path:
 
 
 @pytest.mark.parametrize("all_revisions", [False, True], ids=["current", "all"])
+def test_file_scan_reads_what_zodb_reads(all_revisions, corpora, history_fs, broken_fs):
+    """The commands' own straight-through reader gives the records ZODB's FileIterator gives."""
+    from zodb_json_codec._db.storage import open_storage, records
+
+    for path in (*corpora.values(), history_fs, broken_fs):
+        with open_storage(str(path)) as storage:
+            got = [(rec.oid, rec.tid, rec.data) for rec in records(storage, all_revisions)]
+        assert got == _zodb_order(path, all_revisions)
+
+
+def _zodb_order(path: Path, all_revisions: bool) -> List[Tuple[bytes, bytes, bytes]]:
+    storage = FileStorage(str(path), read_only=True)
+    try:
+        return [(rec.oid, rec.tid, rec.data) for txn in storage.iterator() for rec in txn
+                if rec.data and (all_revisions or current_tid(storage, rec.oid) == rec.tid)]
+    finally:
+        storage.close()
+
+
+@pytest.mark.parametrize("all_revisions", [False, True], ids=["current", "all"])
 @pytest.mark.parametrize("name", ["public", "wikipedia", "history"])
 def test_dump_load_round_trip(name, all_revisions, corpora, history_fs, tmp_path):
     original = history_fs if name == "history" else corpora[name]

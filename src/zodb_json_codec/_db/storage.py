@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import struct
 import tempfile
 from typing import Any, Iterator, NamedTuple, Optional, Tuple
 
@@ -83,13 +84,54 @@ def records(storage: Any, all_revisions: bool = False, part: Optional[Part] = No
     # short of one load per record).
     index = storage._index
     size = max(storage.getSize(), 1)
-    for txn in storage.iterator():
-        for rec in txn:
-            if not rec.data or not in_part(rec.oid, part):
-                continue
-            if not all_revisions and index.get(rec.oid) != rec.pos:
-                continue
-            yield Record(rec.oid, rec.tid, rec.data, rec.pos / size)
+    for oid, tid, data, pos in _scan(storage):
+        if not in_part(oid, part) or (not all_revisions and index.get(oid) != pos):
+            continue
+        if data is None:
+            data = storage.loadSerial(oid, tid)  # a back pointer (left by undo): follow it
+        if data:
+            yield Record(oid, tid, data, pos / size)
+
+
+_TXN_HEADER = struct.Struct(">8sQcHHH")  # tid, length, status, user, description, extension lengths
+_DATA_HEADER = struct.Struct(">8s8sQQHQ")  # oid, tid, previous, transaction position, version length, data length
+
+
+def _scan(storage: Any) -> Iterator[Tuple[bytes, bytes, Optional[bytes], int]]:
+    """(oid, tid, data or None for a back pointer, position) of every data record of a FileStorage.
+
+    ZODB's FileIterator does the same with a seek, a read and a header
+    object per record; this one reads the file straight through, about four
+    times faster, which matters because the main process does it alone.
+    open_storage has checked that the transactions end at the end of file.
+    """
+    end = storage.getSize()
+    with open(storage._file_name, "rb", buffering=1 << 20) as file:
+        read = file.read
+        pos = len(read(4))  # the magic number, checked by FileStorage
+        while pos < end:
+            tid, length, status, ulen, dlen, elen = _TXN_HEADER.unpack(read(_TXN_HEADER.size))
+            txn_end = pos + length
+            if status == b"c":  # a transaction still being written: nothing after it is committed
+                return
+            read(ulen + dlen + elen)
+            here = pos + _TXN_HEADER.size + ulen + dlen + elen
+            while here < txn_end:
+                oid, rtid, _, _, vlen, plen = _DATA_HEADER.unpack(read(_DATA_HEADER.size))
+                if vlen:
+                    raise CommandError(f"{storage._file_name}: a record with a version (ZODB 3) at byte {here}")
+                if plen:
+                    data: Optional[bytes] = read(plen)
+                    if status != b"u":
+                        yield oid, rtid, data, here
+                    here += _DATA_HEADER.size + plen
+                else:
+                    back = int.from_bytes(read(8), "big")
+                    if back and status != b"u":
+                        yield oid, rtid, None, here
+                    here += _DATA_HEADER.size + 8
+            read(8)  # the transaction length again
+            pos = txn_end + 8
 
 
 class NewStorage:
