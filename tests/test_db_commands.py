@@ -515,3 +515,25 @@ def test_bad_options(tmp_path):
         proc = cli(*args)
         assert proc.returncode == 2 and "Traceback" not in proc.err
     assert "--all goes with --against" in refused("verify", "--all")
+
+
+def test_ctrl_c_stops_cleanly(corpora, tmp_path):
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it): one line, exit 130, nothing written."""
+    import signal
+    import time
+
+    lines = ok("dump", str(corpora["wikipedia"]), "--all", "--jobs", "1").stdout
+    out = tmp_path / "out.fs"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "zodb_json_codec", "load", "-", str(out), "--jobs", "2"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+    )
+    proc.stdin.write(lines)  # then keep standard input open: load waits for more, workers started
+    proc.stdin.flush()
+    time.sleep(3)
+    os.killpg(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, (proc.returncode, stderr)
+    assert stderr.decode() == "zodb-json-codec load: interrupted; nothing half-written was kept\n"
+    assert not out.exists()
+    assert_nothing_left(tmp_path)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import multiprocessing
 import os
+import signal
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, TypeVar
@@ -63,7 +64,7 @@ def ordered_map(function: Callable[[Any], R], batches: Iterable[Any], jobs: int,
             yield function(batch)
         return
     executor = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=initializer, initargs=tuple(initargs))
+                                   initializer=_start_worker, initargs=(initializer, tuple(initargs)))
     pending: collections.deque = collections.deque()
     try:
         for batch in batches:
@@ -78,6 +79,14 @@ def ordered_map(function: Callable[[Any], R], batches: Iterable[Any], jobs: int,
         for future in pending:
             future.cancel()
         executor.shutdown(wait=True)
+
+
+def _start_worker(initializer: Optional[Callable[..., None]], initargs: Sequence[Any]) -> None:
+    # Ctrl-C reaches the whole process group: the main process stops the
+    # pool, so workers must not die with tracebacks of their own.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if initializer is not None:
+        initializer(*initargs)
 
 
 def map_records(records: Iterable[Any], function: Callable[[List[Any]], R], jobs: int, progress: Any,

@@ -11,6 +11,7 @@ from typing import IO, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import zodb_json_codec as codec
 
+from . import CommandError
 from .parallel import map_records
 from .progress import Progress
 from .storage import Part, open_storage, records
@@ -54,15 +55,18 @@ def _through_jsonb(texts: Sequence[str]) -> List[Any]:
 
     query = "SELECT j::jsonb::text FROM unnest(%s::text[]) WITH ORDINALITY AS u(j, n) ORDER BY n"
     try:
-        return [row[0] for row in _pg_connection.execute(query, (list(texts),)).fetchall()]
-    except psycopg.DataError:  # one text is refused: find which, one by one
-        out: List[Any] = []
-        for text in texts:
-            try:
-                out.append(_pg_connection.execute("SELECT %s::jsonb::text", (text,)).fetchone()[0])
-            except psycopg.DataError as exc:
-                out.append(exc)
-        return out
+        try:
+            return [row[0] for row in _pg_connection.execute(query, (list(texts),)).fetchall()]
+        except psycopg.DataError:  # one text is refused: find which, one by one
+            out: List[Any] = []
+            for text in texts:
+                try:
+                    out.append(_pg_connection.execute("SELECT %s::jsonb::text", (text,)).fetchone()[0])
+                except psycopg.DataError as exc:
+                    out.append(exc)
+            return out
+    except psycopg.Error as exc:  # the server went away, or the like: no record can be checked
+        raise CommandError(f"PostgreSQL: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}") from None
 
 
 def verify_record(data: bytes, stored: Any = None) -> Dict[str, str]:

@@ -1,0 +1,197 @@
+"""A small Plone-shaped site in a real FileStorage, for the SQL how-to (docs/sql.md) and its test.
+
+    site = build(path)     # writes the FileStorage, returns what the test expects to find
+
+The classes below are what the records name (``sqlsite.Folder``...).
+Folders keep their children in an OOBTree ``_tree`` under their ids, as
+Plone's folders (BTreeFolder2) do; content has ``id``, ``title``, a
+``created`` datetime (with an offset, naive, or with a pytz zone; not
+zoneinfo, which ZODB's pickler cannot store) and, on some documents, Zope's ``DateTime`` as Plone's
+``modification_date``.
+
+Transaction times are fixed (the storage's clock is replaced while it is
+written), so the tids, and the times SQL reads from them, are known exactly.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Dict, Iterator, List, Tuple
+
+import pytz
+import transaction
+from BTrees.OOBTree import OOBTree
+from DateTime import DateTime
+from persistent import Persistent
+from ZODB import DB
+from ZODB.FileStorage import FileStorage
+from ZODB.utils import p64, u64
+
+UTC = timezone.utc
+
+# The transaction times: the root is created at the first, the site at the second...
+TIMES = [
+    datetime(2024, 5, 1, 8, 0, tzinfo=UTC),
+    datetime(2024, 5, 1, 9, 0, tzinfo=UTC),
+    datetime(2024, 5, 2, 10, 0, tzinfo=UTC),
+    datetime(2024, 5, 3, 11, 30, tzinfo=UTC),
+]
+ARCHIVE_SIZE = 40  # more than an OOBucket holds (30): the Archive's tree splits into buckets
+MISSING_OID = 1000  # a reference to an object that is not in the database (a POSKeyError)
+
+
+class Content(Persistent):
+    def __init__(self, id: str, title: str, created: datetime, **attrs) -> None:
+        self.id = id
+        self.title = title
+        self.created = created
+        self.__dict__.update(attrs)
+
+
+class Folder(Content):
+    """Children in ``_tree`` (OOBTree id -> child), like Plone's folders."""
+
+    def __init__(self, id: str, title: str, created: datetime, **attrs) -> None:
+        super().__init__(id, title, created, **attrs)
+        self._tree = OOBTree()
+
+    def add(self, child: Content) -> Content:
+        self._tree[child.id] = child
+        return child
+
+
+class Document(Content):
+    pass
+
+
+class Person(Persistent):
+    def __init__(self, userid: str, fullname: str) -> None:
+        self.userid = userid
+        self.fullname = fullname
+
+
+@dataclass
+class Site:
+    """What build wrote: zoids by name, tids, and a few facts the test checks SQL against."""
+
+    zoids: Dict[str, int] = field(default_factory=dict)
+    tids: List[int] = field(default_factory=list)  # one per transaction, in order
+    paths: Dict[str, int] = field(default_factory=dict)  # "/site/news/hello" -> zoid, of current content
+    archive_buckets: List[Tuple[int, int, str]] = field(default_factory=list)  # (zoid, items, first key)
+    archive_children: List[Tuple[int, str]] = field(default_factory=list)  # (zoid, title)
+
+
+class _Clock:
+    """Stands for the time module in ZODB's storages: time() says what the test wants."""
+
+    gmtime = staticmethod(time.gmtime)
+
+    def __init__(self) -> None:
+        self.now = TIMES[0].timestamp()
+
+    def time(self) -> float:
+        return self.now
+
+
+@contextmanager
+def _fixed_clock() -> Iterator[_Clock]:
+    clock = _Clock()
+    modules = [importlib.import_module(name) for name in ("ZODB.BaseStorage", "ZODB.FileStorage.FileStorage")]
+    saved = [module.time for module in modules]
+    for module in modules:
+        module.time = clock
+    try:
+        yield clock
+    finally:
+        for module, original in zip(modules, saved):
+            module.time = original
+
+
+def _zoid(obj: Persistent) -> int:
+    return u64(obj._p_oid)
+
+
+def build(path: str) -> Site:
+    site = Site()
+    with _fixed_clock() as clock:
+        db = DB(FileStorage(path))  # transaction 0: the root PersistentMapping
+        try:
+            tm = transaction.TransactionManager()
+            conn = db.open(tm)
+            root = conn.root()
+
+            clock.now = TIMES[1].timestamp()
+            alice = Person("alice", "Alice Liddell")
+            bob = Person("bob", "Bob Builder")
+            users = OOBTree({"alice": alice, "bob": bob})
+            top = Folder("site", "My Site", datetime(2023, 1, 1, tzinfo=UTC))
+            news = top.add(Folder("news", "News", datetime(2023, 1, 2, tzinfo=UTC)))
+            hello = news.add(Document(
+                "hello", "Hello world", datetime(2024, 3, 1, 9, 0, tzinfo=UTC), author=alice,
+                modification_date=DateTime("2024-03-01T09:00:00+00:00")))
+            launch = news.add(Document(
+                "launch", "Launch day", datetime(2024, 5, 2, 10, 30, tzinfo=timezone(timedelta(hours=2))),
+                author=bob, modification_date=DateTime("2024-05-02T10:30:00+02:00")))
+            note = news.add(Document(
+                "note", "Naive note", datetime(2024, 4, 15, 8, 0), author=alice))  # naive: meant as UTC
+            old = news.add(Document("old", "Old news", datetime(2022, 6, 1, tzinfo=UTC), author=bob))
+            about = top.add(Document("about", "About us", datetime(2023, 11, 5, 14, 0, tzinfo=UTC)))
+            events = top.add(Folder("events", "Events", datetime(2023, 1, 3, tzinfo=UTC)))
+            berlin = events.add(Document(
+                "berlin", "Berlin meetup", pytz.timezone("Europe/Berlin").localize(datetime(2024, 6, 1, 12, 0))))
+            newyork = events.add(Document(
+                "newyork", "New York meetup", pytz.timezone("America/New_York").localize(datetime(2024, 1, 10, 9, 0))))
+            archive = top.add(Folder("archive", "Archive", datetime(2023, 1, 4, tzinfo=UTC)))
+            for n in range(1, ARCHIVE_SIZE + 1):
+                archive.add(Document(f"doc-{n:02d}", f"Archived {n:02d}", datetime(2021, 1, 1, tzinfo=UTC) + timedelta(days=n)))
+            root["site"] = top
+            root["users"] = users
+            tm.get().note("site")
+            tm.commit()
+
+            clock.now = TIMES[2].timestamp()
+            hello.title = "Hello World"
+            tm.commit()
+
+            clock.now = TIMES[3].timestamp()
+            del news._tree["old"]  # the document stays in the database, reached by nothing
+            ghost = Person("ghost", "Gone")  # stands for an object lost from the database
+            ghost._p_oid = p64(MISSING_OID)
+            ghost._p_jar = conn
+            about.see_also = ghost
+            tm.commit()
+
+            names = dict(users=users, alice=alice, bob=bob, site=top, news=news, hello=hello, launch=launch,
+                         note=note, old=old, about=about, events=events, berlin=berlin, newyork=newyork,
+                         archive=archive, news_tree=news._tree, archive_tree=archive._tree)
+            site.zoids = {name: _zoid(obj) for name, obj in names.items()}
+
+            def walk(folder: Folder, path: str) -> None:
+                site.paths[path] = _zoid(folder)
+                for key, child in folder._tree.items():
+                    if isinstance(child, Folder):
+                        walk(child, f"{path}/{key}")
+                    else:
+                        site.paths[f"{path}/{key}"] = _zoid(child)
+
+            walk(top, "/site")
+            children, first = archive._tree.__getstate__()[0], archive._tree.__getstate__()[1]
+            assert first is children[0]
+            for bucket in children[::2]:
+                keys = list(bucket.keys())
+                site.archive_buckets.append((_zoid(bucket), len(keys), keys[0]))
+            site.archive_children = [(_zoid(doc), doc.title) for doc in archive._tree.values()]
+            conn.close()
+        finally:
+            db.close()
+        storage = FileStorage(path, read_only=True)
+        try:
+            site.tids = [u64(txn.tid) for txn in storage.iterator()]
+        finally:
+            storage.close()
+    assert len(site.tids) == len(TIMES), site.tids
+    return site
