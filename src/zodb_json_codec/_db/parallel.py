@@ -25,6 +25,16 @@ BATCH_RECORDS = 256
 BATCH_BYTES = 1 << 20
 
 
+class _Executor(ProcessPoolExecutor):
+    if not hasattr(ProcessPoolExecutor, "_adjust_process_count") and hasattr(
+        ProcessPoolExecutor, "_adjust_process_count_cpython"
+    ):
+        # PyPy 7.3.11's stdlib renamed this method but still calls it by the
+        # old name for "spawn" pools (AttributeError at the first submit).
+        def _adjust_process_count(self) -> None:
+            self._adjust_process_count_cpython()  # type: ignore[attr-defined]
+
+
 def default_jobs() -> int:
     """The cores this process may run on."""
     try:
@@ -63,7 +73,7 @@ def ordered_map(function: Callable[[Any], R], batches: Iterable[Any], jobs: int,
         for batch in batches:
             yield function(batch)
         return
-    executor = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
+    executor = _Executor(jobs, mp_context=multiprocessing.get_context("spawn"),
                                    initializer=_start_worker, initargs=(initializer, tuple(initargs)))
     pending: collections.deque = collections.deque()
     try:
