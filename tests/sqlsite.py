@@ -4,10 +4,13 @@
 
 The classes below are what the records name (``sqlsite.Folder``...).
 Folders keep their children in an OOBTree ``_tree`` under their ids, as
-Plone's folders (BTreeFolder2) do; content has ``id``, ``title``, a
-``created`` datetime (with an offset, naive, or with a pytz zone; not
-zoneinfo, which ZODB's pickler cannot store) and, on some documents, Zope's ``DateTime`` as Plone's
-``modification_date``.
+Plone's folders (BTreeFolder2) do; the Archive has enough of them for its
+tree to split into buckets.  Content has ``id``, ``title`` and a ``created``
+datetime with an offset, naive, or with a pytz zone (not zoneinfo: ZODB's
+pickler cannot store a ZoneInfo); two documents also have Zope's
+``DateTime`` as Plone's ``modification_date``, and documents an ``author``.
+The last transaction leaves a document that nothing references any more
+and a reference to an object that is not in the database.
 
 Transaction times are fixed (the storage's clock is replaced while it is
 written), so the tids, and the times SQL reads from them, are known exactly.
@@ -82,7 +85,8 @@ class Site:
     tids: List[int] = field(default_factory=list)  # one per transaction, in order
     paths: Dict[str, int] = field(default_factory=dict)  # "/site/news/hello" -> zoid, of current content
     archive_buckets: List[Tuple[int, int, str]] = field(default_factory=list)  # (zoid, items, first key)
-    archive_children: List[Tuple[int, str]] = field(default_factory=list)  # (zoid, title)
+    archive_children: List[Tuple[int, str, str]] = field(default_factory=list)  # (zoid, id, title)
+    created: Dict[int, Tuple[str, datetime]] = field(default_factory=dict)  # zoid -> (title, created in UTC)
 
 
 class _Clock:
@@ -147,7 +151,8 @@ def build(path: str) -> Site:
                 "newyork", "New York meetup", pytz.timezone("America/New_York").localize(datetime(2024, 1, 10, 9, 0))))
             archive = top.add(Folder("archive", "Archive", datetime(2023, 1, 4, tzinfo=UTC)))
             for n in range(1, ARCHIVE_SIZE + 1):
-                archive.add(Document(f"doc-{n:02d}", f"Archived {n:02d}", datetime(2021, 1, 1, tzinfo=UTC) + timedelta(days=n)))
+                created = datetime(2021, 1, 1, tzinfo=UTC) + timedelta(days=n)
+                archive.add(Document(f"doc-{n:02d}", f"Archived {n:02d}", created))
             root["site"] = top
             root["users"] = users
             tm.get().note("site")
@@ -170,21 +175,26 @@ def build(path: str) -> Site:
                          archive=archive, news_tree=news._tree, archive_tree=archive._tree)
             site.zoids = {name: _zoid(obj) for name, obj in names.items()}
 
-            def walk(folder: Folder, path: str) -> None:
-                site.paths[path] = _zoid(folder)
-                for key, child in folder._tree.items():
-                    if isinstance(child, Folder):
-                        walk(child, f"{path}/{key}")
-                    else:
-                        site.paths[f"{path}/{key}"] = _zoid(child)
+            found: Dict[str, Content] = {}
+
+            def walk(obj: Content, path: str) -> None:
+                found[path] = obj
+                for key, child in getattr(obj, "_tree", {}).items():
+                    walk(child, f"{path}/{key}")
 
             walk(top, "/site")
-            children, first = archive._tree.__getstate__()[0], archive._tree.__getstate__()[1]
+            site.paths = {path: _zoid(obj) for path, obj in found.items()}
+            for obj in [*found.values(), old]:
+                when = obj.created
+                # A naive datetime: this application means UTC.
+                when = when.astimezone(UTC) if when.tzinfo else when.replace(tzinfo=UTC)
+                site.created[_zoid(obj)] = (obj.title, when)
+            children, first = archive._tree.__getstate__()
             assert first is children[0]
             for bucket in children[::2]:
                 keys = list(bucket.keys())
                 site.archive_buckets.append((_zoid(bucket), len(keys), keys[0]))
-            site.archive_children = [(_zoid(doc), doc.title) for doc in archive._tree.values()]
+            site.archive_children = [(_zoid(doc), doc.id, doc.title) for doc in archive._tree.values()]
             conn.close()
         finally:
             db.close()
