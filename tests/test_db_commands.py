@@ -342,6 +342,38 @@ def test_pg_round_trip(name, all_revisions, corpora, history_fs, pg_dsn, tmp_pat
 
 
 @needs_psycopg
+def test_pg_oids_beyond_2_63(pg_dsn, tmp_path):
+    """zoid, tid and refs are signed 64-bit: an oid at 2**63 or above is a negative zoid, the same in refs."""
+    from persistent.mapping import PersistentMapping
+    from ZODB.Connection import TransactionMetaData
+    from ZODB.serialize import ObjectWriter
+    from ZODB.utils import p64
+
+    import zodb_json_codec
+
+    path = tmp_path / "high.fs"
+    storage = FileStorage(str(path))
+    high = p64(2**63 + 5)
+    txn = TransactionMetaData()
+    storage.tpc_begin(txn)
+    storage.store(high, b"\0" * 8, ObjectWriter().serialize(PersistentMapping(x=1)), "", txn)
+    pointer = zodb_json_codec.encode_zodb_record(
+        {"@cls": ["persistent.mapping", "PersistentMapping"],
+         "@s": {"data": {"high": {"@ref": [high.hex(), "persistent.mapping.PersistentMapping"]}}}})
+    storage.store(p64(0), b"\0" * 8, pointer, "", txn)
+    storage.tpc_vote(txn)
+    storage.tpc_finish(txn)
+    storage.close()
+    ok("pg-export", str(path), "--dsn", pg_dsn, "--table", "high", "--jobs", "1")
+    rows = pg_rows(pg_dsn, "SELECT zoid, refs FROM high ORDER BY zoid")
+    assert rows == [(-(2**63) + 5, []), (0, [-(2**63) + 5])]
+    copy = tmp_path / "copy.fs"
+    ok("pg-import", str(copy), "--dsn", pg_dsn, "--table", "high", "--jobs", "1")
+    assert_same_database(path, copy, all_revisions=True)
+    pg_rows(pg_dsn, "DROP TABLE high")
+
+
+@needs_psycopg
 def test_pg_indexes_and_refs(history_fs, pg_dsn):
     ok("pg-export", str(history_fs), "--dsn", pg_dsn, "--table", "layout", "--jobs", "1")
     indexes = {row[0] for row in pg_rows(pg_dsn, "SELECT indexname FROM pg_indexes WHERE tablename = 'layout'")}

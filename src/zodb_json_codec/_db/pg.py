@@ -117,8 +117,10 @@ def copy_rows(batch: Sequence[Tuple[bytes, bytes, bytes]]) -> bytes:
             raise CommandError(
                 f"oid {oid.hex()} tid {tid.hex()}: cannot decode: {type(exc).__name__}: {exc}"[:MAX_MESSAGE]
             ) from None
+        # Signed, as refs are (format.md): an oid at or above 2**63 is still a
+        # bigint, and the same number in zoid as in the refs pointing to it.
         rows.append(
-            f"{int.from_bytes(oid, 'big')}\t{int.from_bytes(tid, 'big')}\t"
+            f"{int.from_bytes(oid, 'big', signed=True)}\t{int.from_bytes(tid, 'big', signed=True)}\t"
             f"{module.translate(_COPY_ESCAPES)}\t{name.translate(_COPY_ESCAPES)}\t"
             f"{state_json.translate(_COPY_ESCAPES)}\t{len(data)}\t{{{','.join(map(str, refs))}}}\n"
         )
@@ -137,10 +139,7 @@ def record_from_row(row: Sequence[Any]) -> Tuple[bytes, bytes, bytes]:
         data = codec.encode_zodb_record({"@cls": [module, name], "@s": json.loads(state_text)})
     except ValueError as exc:
         raise CommandError(f"{where}: cannot encode the state: {exc}"[:MAX_MESSAGE]) from None
-    try:
-        return zoid.to_bytes(8, "big"), tid.to_bytes(8, "big"), data
-    except OverflowError:
-        raise CommandError(f"{where}: zoid and tid must be 64-bit unsigned") from None
+    return zoid.to_bytes(8, "big", signed=True), tid.to_bytes(8, "big", signed=True), data
 
 
 def records_from_rows(batch: Sequence[Sequence[Any]]) -> List[Tuple[bytes, bytes, bytes]]:
@@ -217,7 +216,7 @@ def import_(dsn: str, table: str, path: str, jobs: int, out: IO[str], err: IO[st
                 batches = batched(cursor, lambda row: len(row[4] or ""))
                 for batch in ordered_map(records_from_rows, batches, jobs):
                     for oid, tid, data in batch:
-                        target.add(oid, tid, data, f"zoid {int.from_bytes(oid, 'big')}")
+                        target.add(oid, tid, data, f"zoid {int.from_bytes(oid, 'big', signed=True)}")
                     progress.update(target.records, target.records / max(total, 1))
                 cursor.close()
         except psycopg.Error as exc:
