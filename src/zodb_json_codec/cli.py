@@ -159,19 +159,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _utf8(stream: IO[str]) -> IO[str]:
-    # JSON Lines are UTF-8 whatever the locale says.
-    reconfigure = getattr(stream, "reconfigure", None)
-    if reconfigure is not None:
-        reconfigure(encoding="utf-8")
-    return stream
-
-
 def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     if args.command == "dump":
         from ._db.jsonl import dump
 
-        return dump(args.path, args.output, _utf8(out), err, args.jobs, args.part, args.all_revisions)
+        out.flush()
+        return dump(args.path, args.output, out.buffer, err, args.jobs, args.part, args.all_revisions)  # UTF-8 bytes
     if args.command == "load":
         from ._db.jsonl import load
 

@@ -34,8 +34,11 @@ def dump_line(oid: bytes, tid: bytes, data: bytes) -> str:
     )
 
 
-def dump_batch(batch: Sequence[Tuple[bytes, bytes, bytes]]) -> Tuple[str, List[str]]:
-    """(the lines of a batch of records, a message for each record that could not be decoded)."""
+def dump_batch(batch: Sequence[Tuple[bytes, bytes, bytes]]) -> Tuple[bytes, List[str]]:
+    """(the UTF-8 lines of a batch of records, a message for each record that could not be decoded).
+
+    Encoded here, in the worker, so the main process only moves bytes.
+    """
     lines = []
     failures = []
     for oid, tid, data in batch:
@@ -43,7 +46,7 @@ def dump_batch(batch: Sequence[Tuple[bytes, bytes, bytes]]) -> Tuple[str, List[s
             lines.append(dump_line(oid, tid, data))
         except Exception as exc:  # noqa: BLE001 - report the record and go on
             failures.append(f"oid {oid.hex()} tid {tid.hex()}: cannot decode: {type(exc).__name__}: {exc}"[:MAX_MESSAGE])
-    return "".join(lines), failures
+    return "".join(lines).encode("utf-8"), failures
 
 
 def _hex8(row: dict, key: str, where: str) -> bytes:
@@ -86,7 +89,7 @@ def load_batch(batch: Iterable[Tuple[str, bytes]]) -> List[Tuple[bytes, bytes, b
 
 
 @contextlib.contextmanager
-def _output(path: Optional[str], stdout: IO[str]) -> Iterator[IO[str]]:
+def _output(path: Optional[str], stdout: IO[bytes]) -> Iterator[IO[bytes]]:
     """stdout, or a file that replaces path only once it is complete."""
     if path is None:
         yield stdout
@@ -100,7 +103,7 @@ def _output(path: Optional[str], stdout: IO[str]) -> Iterator[IO[str]]:
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(partial, 0o666 & ~umask)  # mkstemp's file is private; the result is an ordinary file
-        with open(fd, "w", encoding="utf-8", newline="\n") as stream:
+        with open(fd, "wb") as stream:
             yield stream
         os.replace(partial, path)
     finally:
@@ -108,7 +111,7 @@ def _output(path: Optional[str], stdout: IO[str]) -> Iterator[IO[str]]:
             os.remove(partial)
 
 
-def dump(path: Optional[str], output: Optional[str], stdout: IO[str], err: IO[str], jobs: int = 1,
+def dump(path: Optional[str], output: Optional[str], stdout: IO[bytes], err: IO[str], jobs: int = 1,
          part: Optional[Part] = None, all_revisions: bool = False) -> int:
     """Write the records of a FileStorage as JSON Lines; exit status 1 if some could not be decoded."""
     failed = 0
