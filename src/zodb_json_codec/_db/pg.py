@@ -209,7 +209,7 @@ def import_(dsn: str, table: str, path: str, jobs: int, out: IO[str], err: IO[st
             (total,) = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(identifier)).fetchone()
             with conn.transaction():  # a named (server-side) cursor lives in a transaction
                 cursor = conn.cursor(name="zodb_json_codec_import")
-                cursor.itersize = 2000
+                cursor.itersize = 500  # rows of a few KB: enough per round trip, little memory
                 cursor.execute(sql.SQL(
                     "SELECT zoid, tid, class_mod, class_name, state::text FROM {} ORDER BY tid, zoid"
                 ).format(identifier))
