@@ -41,19 +41,22 @@ def import_psycopg() -> Any:
     return psycopg
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (PostgreSQL adds context lines), or its type."""
     text = str(exc).strip()
     return (text.splitlines() or [type(exc).__name__])[0][:MAX_MESSAGE]
 
 
 @contextlib.contextmanager
 def connect(dsn: str) -> Iterator[Any]:
-    """A psycopg connection (not autocommit); CommandError when the server cannot be reached."""
+    """An autocommit psycopg connection (``with conn.transaction()`` makes transactions); CommandError if it fails."""
     psycopg = import_psycopg()
     try:
-        conn = psycopg.connect(dsn)
+        conn = psycopg.connect(dsn, autocommit=True)
     except psycopg.Error as exc:
-        raise CommandError(f"cannot connect to PostgreSQL: {_first_line(exc)}") from None
+        raise CommandError(f"cannot connect to PostgreSQL: {first_line(exc)}") from None
+    except Exception as exc:  # noqa: BLE001 - e.g. psycopg's ctypes libpq on PyPy 7.3 (pypy/pypy#3882)
+        raise CommandError(f"cannot connect to PostgreSQL: {type(exc).__name__}: {first_line(exc)}") from None
     try:
         yield conn
     finally:
@@ -157,7 +160,6 @@ def export(storage: Any, dsn: str, table: Optional[str], all_revisions: bool, pa
     copy_sql = sql.SQL("COPY {} ({}) FROM STDIN").format(identifier, sql.SQL(", ").join(map(sql.Identifier, COLUMNS)))
     progress = Progress("pg-export", err)
     with connect(dsn) as conn:
-        conn.autocommit = True  # each `with conn.transaction()` below is a real transaction
         try:
             if part is None:
                 if table_exists(conn, table):
@@ -183,10 +185,10 @@ def export(storage: Any, dsn: str, table: Optional[str], all_revisions: bool, pa
         except psycopg.errors.UniqueViolation as exc:
             raise CommandError(
                 f"table {table} already holds some of these objects (was this part exported before?): "
-                f"{_first_line(exc)}"
+                f"{first_line(exc)}"
             ) from None
         except psycopg.Error as exc:
-            raise CommandError(f"PostgreSQL refused the export, nothing was written: {_first_line(exc)}") from None
+            raise CommandError(f"PostgreSQL refused the export, nothing was written: {first_line(exc)}") from None
         finally:
             progress.close()
     what = "record revisions" if all_revisions else "objects"
@@ -202,7 +204,6 @@ def import_(dsn: str, table: str, path: str, jobs: int, out: IO[str], err: IO[st
     identifier = table_identifier(table)
     progress = Progress("pg-import", err)
     with new_storage(path) as target, connect(dsn) as conn:
-        conn.autocommit = True
         try:
             if not table_exists(conn, table):
                 raise CommandError(f"no table {table} in the database")
@@ -220,7 +221,7 @@ def import_(dsn: str, table: str, path: str, jobs: int, out: IO[str], err: IO[st
                     progress.update(target.records, target.records / max(total, 1))
                 cursor.close()
         except psycopg.Error as exc:
-            raise CommandError(f"cannot read table {table}: {_first_line(exc)}") from None
+            raise CommandError(f"cannot read table {table}: {first_line(exc)}") from None
         finally:
             progress.close()
     print(f"pg-import: {target.records} records in {target.transactions} transactions into {path}", file=out)

@@ -13,6 +13,7 @@ import zodb_json_codec as codec
 
 from . import CommandError
 from .parallel import map_records
+from .pg import first_line
 from .progress import Progress
 from .storage import Part, open_storage, records
 
@@ -66,7 +67,7 @@ def _through_jsonb(texts: Sequence[str]) -> List[Any]:
                     out.append(exc)
             return out
     except psycopg.Error as exc:  # the server went away, or the like: no record can be checked
-        raise CommandError(f"PostgreSQL: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}") from None
+        raise CommandError(f"PostgreSQL: {first_line(exc)}") from None
 
 
 def verify_record(data: bytes, stored: Any = None) -> Dict[str, str]:
@@ -101,7 +102,7 @@ def verify_record(data: bytes, stored: Any = None) -> Dict[str, str]:
             ("json path", lambda: codec.encode_zodb_record({"@cls": [module, name], "@s": json.loads(state_json)})),
         ]
         if isinstance(stored, Exception):
-            problems["pg path"] = f"PostgreSQL refused the state: {str(stored).strip().splitlines()[0]}"
+            problems["pg path"] = f"PostgreSQL refused the state: {first_line(stored)}"
         elif stored is not None:
             paths.append(("pg path", lambda: codec.encode_zodb_record({"@cls": [module, name], "@s": json.loads(stored)})))
         for kind, reencode in paths:
