@@ -244,6 +244,14 @@ def test_dump_reports_undecodable_records_and_goes_on(broken_fs):
     assert "cannot decode" in proc.err and "1 records could not be decoded" in proc.err
 
 
+def test_stats_count_undecodable_records_apart(broken_fs):
+    proc = cli("stats", str(broken_fs), "--jobs", "1")
+    assert proc.returncode == 1
+    rows = {line.split()[-1]: line.split()[0] for line in proc.out.splitlines()[1:-1]}
+    assert rows == {"persistent.mapping.PersistentMapping": "3", "decodable)": "1"}
+    assert "(not decodable)" in proc.out
+
+
 def test_progress_on_a_terminal_only(corpora):
     master, slave = pty.openpty()
     try:
