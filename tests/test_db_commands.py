@@ -577,3 +577,12 @@ def test_ctrl_c_stops_cleanly(corpora, tmp_path):
     assert stderr.decode() == "zodb-json-codec load: interrupted; nothing half-written was kept\n"
     assert not out.exists()
     assert_nothing_left(tmp_path)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full to simulate a full disk")
+def test_full_disk_is_one_line(corpora):
+    with open("/dev/full", "wb") as full:
+        proc = subprocess.run([sys.executable, "-m", "zodb_json_codec", "dump", str(corpora["public"]), "--jobs", "1"],
+                              stdout=full, stderr=subprocess.PIPE, timeout=600)
+    err = proc.stderr.decode()
+    assert proc.returncode == 2 and err.count("\n") == 1 and "No space left on device" in err, err

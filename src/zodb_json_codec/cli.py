@@ -212,6 +212,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 1
+    except OSError as exc:  # a full disk, a file that cannot be written: one line, as any refusal
+        print(f"{parser.prog} {args.command}: error: {exc}", file=err)
+        return 2
 
 
 if __name__ == "__main__":
