@@ -586,3 +586,27 @@ def test_full_disk_is_one_line(corpora):
                               stdout=full, stderr=subprocess.PIPE, timeout=600)
     err = proc.stderr.decode()
     assert proc.returncode == 2 and err.count("\n") == 1 and "No space left on device" in err, err
+
+
+@pytest.mark.parametrize("field", ["record", "transaction"])
+def test_damage_in_the_middle_is_found(field, corpora, tmp_path):
+    """With a .index, FileStorage opens a file damaged in the middle; reading it must say so, not crash."""
+    import shutil
+
+    path = tmp_path / "damaged.fs"
+    shutil.copyfile(corpora["public"], path)
+    FileStorage(str(path)).close()  # writes the .index that lets FileStorage skip its scan
+    storage = FileStorage(str(path), read_only=True)
+    try:
+        for number, txn in enumerate(storage.iterator()):
+            if number == 3:
+                record = next(iter(txn))
+                offset = record.pos + 24 if field == "record" else txn._tpos + 8  # its tloc, or the transaction length
+                break
+    finally:
+        storage.close()
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        f.write(b"\x7f" * 8)
+    for command in ("dump", "stats"):
+        assert f"{path} is damaged: " in refused(command, str(path), "--jobs", "1")
