@@ -527,6 +527,28 @@ def test_existing_table_is_left_alone(history_fs, corpora, pg_dsn):
 
 
 @needs_psycopg
+def test_replace_swaps_a_table_in_whole(history_fs, corpora, broken_fs, pg_dsn, tmp_path):
+    rows = "SELECT zoid, tid, state::text FROM swap ORDER BY zoid"
+    ok("pg-export", str(history_fs), "--dsn", pg_dsn, "--table", "swap", "--replace", "--jobs", "1")  # none yet
+    before = pg_rows(pg_dsn, rows)
+    assert len(before) == len(revisions(history_fs, all_revisions=False))
+    # A failed replacement leaves the old table as it was, and no staging table.
+    assert "cannot decode" in refused("pg-export", str(broken_fs), "--dsn", pg_dsn, "--table", "swap", "--replace")
+    assert pg_rows(pg_dsn, rows) == before
+    assert not table_exists(pg_dsn, "swap__export")
+    ok("pg-export", str(corpora["public"]), "--dsn", pg_dsn, "--table", "swap", "--replace", "--jobs", "2")
+    assert not table_exists(pg_dsn, "swap__export")
+    indexes = {row[0] for row in pg_rows(pg_dsn, "SELECT indexname FROM pg_indexes WHERE tablename = 'swap'")}
+    assert indexes == {"swap_key", "swap_class", "swap_refs", "swap_tid_zoid"}
+    copy = tmp_path / "copy.fs"
+    ok("pg-import", str(copy), "--dsn", pg_dsn, "--table", "swap", "--jobs", "1")
+    assert_same_database(corpora["public"], copy, all_revisions=False)
+    assert "--replace cannot go with --part" in refused(
+        "pg-export", str(history_fs), "--dsn", pg_dsn, "--table", "swap", "--replace", "--part", "1/2")
+    pg_rows(pg_dsn, "DROP TABLE swap")
+
+
+@needs_psycopg
 def test_failed_export_leaves_no_table(broken_fs, pg_dsn):
     message = refused("pg-export", str(broken_fs), "--dsn", pg_dsn, "--table", "broken", "--jobs", "2")
     assert "cannot decode" in message and "nothing was written" not in message

@@ -113,6 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_dsn(p)
     p.add_argument("--table", metavar="[SCHEMA.]TABLE",
                    help="the table to create (default: object_state, or object_history with --all)")
+    p.add_argument("--replace", action="store_true",
+                   help="replace TABLE if it exists: the new table is built beside it and swapped in at the commit, "
+                   "so readers see the old one until then")
     _add_all(p, " (the table is then keyed by zoid and tid)")
     _add_jobs(p)
     _add_part(p)
@@ -174,7 +177,8 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         from ._db.storage import open_storage
 
         with open_storage(args.path) as storage:
-            return export(storage, args.dsn, args.table, args.all_revisions, args.part, args.jobs, out, err)
+            return export(storage, args.dsn, args.table, args.all_revisions, args.part, args.jobs, out, err,
+                          replace=args.replace)
     if args.command == "pg-import":
         from ._db.pg import import_
 

@@ -79,6 +79,10 @@ def table_exists(conn: Any, name: str) -> bool:
     return conn.execute("SELECT to_regclass(%s) IS NOT NULL", (quoted,)).fetchone()[0]
 
 
+INDEX_SUFFIXES = ("_key", "_class", "_refs", "_tid_zoid")
+STAGING_SUFFIX = "__export"
+
+
 def _index_statements(table_name: str, all_revisions: bool, if_not_exists: bool) -> List[Any]:
     """The key and the indexes zodb-pgjsonb creates: by class, GIN on refs (who points at an object), by (tid, zoid)."""
     from psycopg import sql
@@ -88,16 +92,33 @@ def _index_statements(table_name: str, all_revisions: bool, if_not_exists: bool)
     maybe = sql.SQL("IF NOT EXISTS " if if_not_exists else "")
     key = sql.SQL("zoid, tid" if all_revisions else "zoid")
     # Named after the table, so several exports can share a schema.
+    key_, class_, refs_, tid_zoid_ = (sql.Identifier(stem + suffix) for suffix in INDEX_SUFFIXES)
     return [
         sql.SQL("CREATE UNIQUE INDEX {maybe}{name} ON {table} ({key})").format(
-            maybe=maybe, name=sql.Identifier(f"{stem}_key"), table=table, key=key),
+            maybe=maybe, name=key_, table=table, key=key),
         sql.SQL("CREATE INDEX {maybe}{name} ON {table} (class_mod, class_name)").format(
-            maybe=maybe, name=sql.Identifier(f"{stem}_class"), table=table),
+            maybe=maybe, name=class_, table=table),
         sql.SQL("CREATE INDEX {maybe}{name} ON {table} USING gin (refs)").format(
-            maybe=maybe, name=sql.Identifier(f"{stem}_refs"), table=table),
+            maybe=maybe, name=refs_, table=table),
         sql.SQL("CREATE INDEX {maybe}{name} ON {table} (tid, zoid)").format(
-            maybe=maybe, name=sql.Identifier(f"{stem}_tid_zoid"), table=table),
+            maybe=maybe, name=tid_zoid_, table=table),
     ]
+
+
+def _swap_statements(staging: str, table: str) -> List[Any]:
+    """Drop table, and give staging and its indexes table's names (cheap: catalog changes only)."""
+    from psycopg import sql
+
+    *schema, stem = table.split(".")
+    staging_stem = staging.split(".")[-1]
+    statements = [
+        sql.SQL("DROP TABLE IF EXISTS {}").format(table_identifier(table)),
+        sql.SQL("ALTER TABLE {} RENAME TO {}").format(table_identifier(staging), sql.Identifier(stem)),
+    ]
+    for suffix in INDEX_SUFFIXES:
+        statements.append(sql.SQL("ALTER INDEX {} RENAME TO {}").format(
+            sql.Identifier(*schema, staging_stem + suffix), sql.Identifier(stem + suffix)))
+    return statements
 
 
 def _create_statement(table_name: str, if_not_exists: bool) -> Any:
@@ -150,20 +171,30 @@ def records_from_rows(batch: Sequence[Sequence[Any]]) -> List[Tuple[bytes, bytes
 
 
 def export(storage: Any, dsn: str, table: Optional[str], all_revisions: bool, part: Optional[Part], jobs: int,
-           out: IO[str], err: IO[str]) -> int:
-    """Copy the records of storage into a new table (or, with part, into a table shared by the parts)."""
+           out: IO[str], err: IO[str], replace: bool = False) -> int:
+    """Copy the records of storage into a new table (or, with part, into a table shared by the parts).
+
+    With replace, an existing table is replaced: the new one is built beside
+    it under another name and swapped in at the end of the one transaction,
+    so readers see the old table, whole, until the commit.
+    """
     psycopg = import_psycopg()
     from psycopg import sql
 
+    if replace and part is not None:
+        raise CommandError("--replace cannot go with --part: the parts fill one table together")
     table = table or (HISTORY_TABLE if all_revisions else CURRENT_TABLE)
-    identifier = table_identifier(table)
-    copy_sql = sql.SQL("COPY {} ({}) FROM STDIN").format(identifier, sql.SQL(", ").join(map(sql.Identifier, COLUMNS)))
+    table_identifier(table)  # a bad name is refused before any work
+    build = table + STAGING_SUFFIX if replace else table
+    copy_sql = sql.SQL("COPY {} ({}) FROM STDIN").format(
+        table_identifier(build), sql.SQL(", ").join(map(sql.Identifier, COLUMNS)))
     progress = Progress("pg-export", err)
     with connect(dsn) as conn:
         try:
             if part is None:
-                if table_exists(conn, table):
-                    raise CommandError(f"table {table} already exists; drop it, or name another with --table")
+                if not replace and table_exists(conn, table):
+                    raise CommandError(f"table {table} already exists; drop it, name another with --table, "
+                                       "or replace it with --replace")
             else:
                 with conn.transaction():
                     # Parts may start together: one creates the table, the others wait and find it.
@@ -173,15 +204,18 @@ def export(storage: Any, dsn: str, table: Optional[str], all_revisions: bool, pa
                         conn.execute(statement)
             with conn.transaction():
                 if part is None:
-                    conn.execute(_create_statement(table, if_not_exists=False))
+                    conn.execute(_create_statement(build, if_not_exists=False))
                 with conn.cursor().copy(copy_sql) as copy:
                     for chunk in map_records(records(storage, all_revisions, part), copy_rows, jobs, progress):
                         copy.write(chunk)
                 if part is None:  # indexes built once over all rows: faster than row by row
-                    for statement in _index_statements(table, all_revisions, if_not_exists=False):
+                    for statement in _index_statements(build, all_revisions, if_not_exists=False):
+                        conn.execute(statement)
+                if replace:
+                    for statement in _swap_statements(build, table):
                         conn.execute(statement)
         except psycopg.errors.DuplicateTable:
-            raise CommandError(f"table {table} already exists; drop it, or name another with --table") from None
+            raise CommandError(f"table {build} already exists; drop it, or name another with --table") from None
         except psycopg.errors.UniqueViolation as exc:
             raise CommandError(
                 f"table {table} already holds some of these objects (was this part exported before?): "
