@@ -174,11 +174,9 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         return load(args.source, args.output, out, err, sys.stdin.buffer, args.jobs)
     if args.command == "pg-export":
         from ._db.pg import export
-        from ._db.storage import open_storage
 
-        with open_storage(args.path) as storage:
-            return export(storage, args.dsn, args.table, args.all_revisions, args.part, args.jobs, out, err,
-                          replace=args.replace)
+        return export(args.path, args.dsn, args.table, args.all_revisions, args.part, args.jobs, out, err,
+                      replace=args.replace)
     if args.command == "pg-import":
         from ._db.pg import import_
 

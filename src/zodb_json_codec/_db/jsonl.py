@@ -16,12 +16,10 @@ from typing import IO, Any, Iterable, Iterator, List, NamedTuple, Optional, Sequ
 
 import zodb_json_codec as codec
 
-from . import CommandError
+from . import MAX_MESSAGE, CommandError, undecodable
 from .parallel import map_records
 from .progress import Progress
 from .storage import Part, new_storage, open_storage, records
-
-MAX_MESSAGE = 500
 
 
 def dump_line(oid: bytes, tid: bytes, data: bytes) -> str:
@@ -45,7 +43,7 @@ def dump_batch(batch: Sequence[Tuple[bytes, bytes, bytes]]) -> Tuple[bytes, List
         try:
             lines.append(dump_line(oid, tid, data))
         except Exception as exc:  # noqa: BLE001 - report the record and go on
-            failures.append(f"oid {oid.hex()} tid {tid.hex()}: cannot decode: {type(exc).__name__}: {exc}"[:MAX_MESSAGE])
+            failures.append(undecodable(oid, tid, exc))
     return "".join(lines).encode("utf-8"), failures
 
 

@@ -16,15 +16,14 @@ from typing import IO, Any, Iterator, List, Optional, Sequence, Tuple
 
 import zodb_json_codec as codec
 
-from . import CommandError
+from . import MAX_MESSAGE, CommandError, undecodable
 from .parallel import batched, map_records, ordered_map
 from .progress import Progress
-from .storage import Part, new_storage, records
+from .storage import Part, new_storage, open_storage, records
 
 COLUMNS = ("zoid", "tid", "class_mod", "class_name", "state", "state_size", "refs")
 CURRENT_TABLE = "object_state"
 HISTORY_TABLE = "object_history"
-MAX_MESSAGE = 500
 
 # COPY's text format: a backslash starts an escape, tab and newline end fields and rows.
 _COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
@@ -138,9 +137,7 @@ def copy_rows(batch: Sequence[Tuple[bytes, bytes, bytes]]) -> bytes:
         try:
             module, name, state_json, refs = codec.decode_zodb_record_for_pg_json(data)
         except Exception as exc:  # noqa: BLE001 - any failure to decode stops the export
-            raise CommandError(
-                f"oid {oid.hex()} tid {tid.hex()}: cannot decode: {type(exc).__name__}: {exc}"[:MAX_MESSAGE]
-            ) from None
+            raise CommandError(undecodable(oid, tid, exc)) from None
         # Signed, as refs are (format.md): an oid at or above 2**63 is still a
         # bigint, and the same number in zoid as in the refs pointing to it.
         rows.append(
@@ -170,9 +167,9 @@ def records_from_rows(batch: Sequence[Sequence[Any]]) -> List[Tuple[bytes, bytes
     return [record_from_row(row) for row in batch]
 
 
-def export(storage: Any, dsn: str, table: Optional[str], all_revisions: bool, part: Optional[Part], jobs: int,
+def export(path: Optional[str], dsn: str, table: Optional[str], all_revisions: bool, part: Optional[Part], jobs: int,
            out: IO[str], err: IO[str], replace: bool = False) -> int:
-    """Copy the records of storage into a new table (or, with part, into a table shared by the parts).
+    """Copy the records of the FileStorage at path into a new table (or, with part, into a table shared by the parts).
 
     With replace, an existing table is replaced: the new one is built beside
     it under another name and swapped in at the end of the one transaction,
@@ -189,7 +186,7 @@ def export(storage: Any, dsn: str, table: Optional[str], all_revisions: bool, pa
     copy_sql = sql.SQL("COPY {} ({}) FROM STDIN").format(
         table_identifier(build), sql.SQL(", ").join(map(sql.Identifier, COLUMNS)))
     progress = Progress("pg-export", err)
-    with connect(dsn) as conn:
+    with open_storage(path) as storage, connect(dsn) as conn:
         try:
             if part is None:
                 if not replace and table_exists(conn, table):

@@ -11,14 +11,13 @@ from typing import IO, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import zodb_json_codec as codec
 
-from . import CommandError
+from . import MAX_MESSAGE, CommandError, record_name
 from .parallel import map_records
 from .pg import first_line
 from .progress import Progress
 from .storage import Part, open_storage, records
 
 MAX_FAILURES_SHOWN = 10
-MAX_MESSAGE = 500
 LOSSES = ("dict path", "json path", "pg path")  # a record that comes back as other objects
 
 # The worker's PostgreSQL connection for `verify --pg` (one per process).
@@ -70,8 +69,16 @@ def _through_jsonb(texts: Sequence[str]) -> List[Any]:
         raise CommandError(f"PostgreSQL: {first_line(exc)}") from None
 
 
-def verify_record(data: bytes, stored: Any = None) -> Dict[str, str]:
-    """What is wrong with the codec on one record: {kind: reason}, empty when all is well.
+def _decode(data: bytes) -> Any:
+    """(decode_zodb_record, decode_zodb_record_for_pg_json) of a record, or the exception decoding raised."""
+    try:
+        return codec.decode_zodb_record(data), codec.decode_zodb_record_for_pg_json(data)
+    except Exception as exc:  # noqa: BLE001 - anything but success is a failure to decode
+        return exc
+
+
+def verify_record(data: bytes, decoded: Any, stored: Any = None) -> Dict[str, str]:
+    """What is wrong with the codec on one record, decoded by _decode: {kind: reason}, empty when all is well.
 
     Kinds: "undecodable" (the codec cannot decode it; nothing else is
     checked), "unchecked" (the original cannot be loaded for comparison),
@@ -84,11 +91,9 @@ def verify_record(data: bytes, stored: Any = None) -> Dict[str, str]:
 
     from .._fidelity import load_record
 
-    try:
-        decoded = codec.decode_zodb_record(data)
-        module, name, state_json, refs = codec.decode_zodb_record_for_pg_json(data)
-    except Exception as exc:  # noqa: BLE001 - anything but success is a failure to decode
-        return {"undecodable": f"{type(exc).__name__}: {exc}"}
+    if isinstance(decoded, Exception):
+        return {"undecodable": f"{type(decoded).__name__}: {decoded}"}
+    decoded, (module, name, state_json, refs) = decoded
     problems: Dict[str, str] = {}
     try:
         # The original may need its writer's memo numbering to load at all;
@@ -120,18 +125,14 @@ def verify_record(data: bytes, stored: Any = None) -> Dict[str, str]:
 
 
 def verify_batch(batch: Sequence[Tuple[bytes, bytes, bytes]]) -> List[Tuple[str, Dict[str, str]]]:
-    """(where, problems) for each record of a batch."""
+    """(where, problems) for each record of a batch; with --pg, one jsonb round trip for all its states."""
+    decoded = [_decode(data) for _, _, data in batch]
     stored: List[Any] = [None] * len(batch)
     if _pg_connection is not None:
-        texts = []
-        for _, _, data in batch:
-            try:
-                texts.append(codec.decode_zodb_record_for_pg_json(data)[2])
-            except Exception:  # noqa: BLE001 - verify_record reports it
-                texts.append("null")
-        stored = _through_jsonb(texts)
-    return [(f"oid {oid.hex()} tid {tid.hex()}", verify_record(data, text))
-            for (oid, tid, data), text in zip(batch, stored)]
+        # An undecodable record sends "null": verify_record reports it without looking at what comes back.
+        stored = _through_jsonb(["null" if isinstance(d, Exception) else d[1][2] for d in decoded])
+    return [(record_name(oid, tid), verify_record(data, d, text))
+            for (oid, tid, data), d, text in zip(batch, decoded, stored)]
 
 
 class Failures:
@@ -205,7 +206,7 @@ def compare_batch(batch: Sequence[Tuple[bytes, bytes, bytes, Optional[bytes]]]) 
 
     results = []
     for oid, tid, data, original in batch:
-        where = f"oid {oid.hex()} tid {tid.hex()}"
+        where = record_name(oid, tid)
         if original is None:
             results.append((where, {"extra": "the original has no such revision"}))
             continue
@@ -266,7 +267,7 @@ def verify_against(path: str, original: str, out: IO[str], err: IO[str], show: i
             if not present:
                 missing += 1
                 where = "in the copy" if all_revisions else "current in the copy"
-                failures.add(f"oid {rec.oid.hex()} tid {rec.tid.hex()}",
+                failures.add(record_name(rec.oid, rec.tid),
                              {"missing": f"the original's revision is not {where}"})
     failures.close()
     kinds = failures.kinds
