@@ -63,16 +63,19 @@ def current_tid(storage: FileStorage, oid: bytes) -> Optional[bytes]:
         return None
 
 
-def revisions(path: Path, all_revisions: bool = True) -> Dict[Tuple[bytes, bytes], bytes]:
-    """{(oid, tid): record} of every revision with data, or only of current ones."""
+def zodb_records(path: Path, all_revisions: bool = True) -> List[Tuple[bytes, bytes, bytes]]:
+    """(oid, tid, record) of every revision with data, or only of current ones, as ZODB's FileIterator reads them."""
     storage = FileStorage(str(path), read_only=True)
     try:
-        found = {(rec.oid, rec.tid): rec.data for txn in storage.iterator() for rec in txn if rec.data}
-        if not all_revisions:
-            found = {(oid, tid): data for (oid, tid), data in found.items() if current_tid(storage, oid) == tid}
-        return found
+        return [(rec.oid, rec.tid, rec.data) for txn in storage.iterator() for rec in txn
+                if rec.data and (all_revisions or current_tid(storage, rec.oid) == rec.tid)]
     finally:
         storage.close()
+
+
+def revisions(path: Path, all_revisions: bool = True) -> Dict[Tuple[bytes, bytes], bytes]:
+    """{(oid, tid): record} of every revision with data, or only of current ones."""
+    return {(oid, tid): data for oid, tid, data in zodb_records(path, all_revisions)}
 
 
 def assert_same_database(original: Path, copy: Path, all_revisions: bool) -> None:
@@ -185,16 +188,7 @@ def test_file_scan_reads_what_zodb_reads(all_revisions, corpora, history_fs, bro
     for path in (*corpora.values(), history_fs, broken_fs):
         with open_storage(str(path)) as storage:
             got = [(rec.oid, rec.tid, rec.data) for rec in records(storage, all_revisions)]
-        assert got == _zodb_order(path, all_revisions)
-
-
-def _zodb_order(path: Path, all_revisions: bool) -> List[Tuple[bytes, bytes, bytes]]:
-    storage = FileStorage(str(path), read_only=True)
-    try:
-        return [(rec.oid, rec.tid, rec.data) for txn in storage.iterator() for rec in txn
-                if rec.data and (all_revisions or current_tid(storage, rec.oid) == rec.tid)]
-    finally:
-        storage.close()
+        assert got == zodb_records(path, all_revisions)
 
 
 @pytest.mark.parametrize("all_revisions", [False, True], ids=["current", "all"])
