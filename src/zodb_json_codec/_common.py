@@ -22,6 +22,18 @@ MAX_DEPTH = 1000
 #: stops at MAX_DEPTH, so this many frames are never all used.
 RECURSION_NEEDED = 8 * MAX_DEPTH + 1000
 
+#: json.loads and json.dumps recurse once per level of nesting, counted
+#: against the interpreter's limit (from 3.12 a C stack limit of about 1500
+#: levels; before, Python's recursion limit of 1000, which the caller's frames
+#: share).  The codec hands them only JSON at most this deep.
+STDLIB_JSON_DEPTH = 200
+
+#: JSON levels of a value tree that passed the depth check: an @d pair is
+#: three JSON levels for one of the tree's ({"@d": [[k, v]]}), plus a few for
+#: the record's own wrappers.  JSON text is written and read up to this deep;
+#: deeper is the depth error.
+JSON_DEPTH_LIMIT = 3 * MAX_DEPTH + 10
+
 I64_MIN = -(1 << 63)
 I64_MAX = (1 << 63) - 1
 

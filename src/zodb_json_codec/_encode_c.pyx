@@ -28,7 +28,6 @@ from ._opcodes cimport *
 
 cimport cython
 
-import json
 import struct
 
 from . import _known
@@ -36,6 +35,8 @@ from ._common import (
     MAX_DEPTH, RECURSION_NEEDED, CodecError, b64decode, btree_kind, decimal_to_int,
     ensure_recursion_limit, float_from_marker, unescape_key,
 )
+
+from ._jsonread import read_json
 
 ensure_recursion_limit()
 
@@ -1914,10 +1915,6 @@ def dict_to_pickle(obj):
     return _pickle(obj)
 
 
-def _no_constant(name):
-    raise CodecError(f"JSON error: {name} is not valid JSON")
-
-
 def json_to_pickle(json_str):
     """One pickle of JSON text in the marker format (key order kept, numbers exact).
 
@@ -1925,14 +1922,7 @@ def json_to_pickle(json_str):
     """
     if not isinstance(json_str, str):
         raise TypeError(f"argument 'json_str': expected str, not {type(json_str).__name__}")
-    try:
-        value = json.loads(json_str, parse_constant=_no_constant)
-    except CodecError:
-        raise
-    except json.JSONDecodeError as exc:
-        raise CodecError(f"JSON error: {exc}") from None
-    except RecursionError:
-        raise _depth_error() from None
+    value = read_json(json_str)
     verbatim = _verbatim(value)
     if verbatim is not None:
         return verbatim

@@ -8,7 +8,6 @@ user dict it would misread), known types become calls described by
 
 from __future__ import annotations
 
-import json
 import struct
 from typing import Any, Callable, List
 
@@ -17,6 +16,8 @@ from ._common import (
     MAX_DEPTH, CodecError, b64decode, btree_kind, decimal_to_int, ensure_recursion_limit,
     float_from_marker, marker_kind, unescape_key,
 )
+
+from ._jsonread import read_json
 
 ensure_recursion_limit()
 
@@ -553,10 +554,6 @@ def dict_to_pickle(obj: Any) -> bytes:
     return _pickle(lambda w: w.value(obj, 0), False)
 
 
-def _no_constant(name: str) -> Any:
-    raise CodecError(f"JSON error: {name} is not valid JSON")
-
-
 def json_to_pickle(json_str: Any) -> bytes:
     """One pickle of JSON text in the marker format (key order kept, numbers exact).
 
@@ -564,14 +561,7 @@ def json_to_pickle(json_str: Any) -> bytes:
     """
     if not isinstance(json_str, str):
         raise TypeError(f"argument 'json_str': expected str, not {type(json_str).__name__}")
-    try:
-        value = json.loads(json_str, parse_constant=_no_constant)
-    except CodecError:
-        raise
-    except json.JSONDecodeError as exc:
-        raise CodecError(f"JSON error: {exc}") from None
-    except RecursionError:
-        raise _depth_error() from None
+    value = read_json(json_str)
     verbatim = _verbatim(value)
     if verbatim is not None:
         return verbatim

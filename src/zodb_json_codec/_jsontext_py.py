@@ -16,16 +16,11 @@ from json.encoder import encode_basestring  # the C version when available
 from typing import Any, List
 
 from ._common import (
-    CodecError, b64encode, float_marker, float_text, has_surrogate, marker_kind, MAX_DEPTH,
+    JSON_DEPTH_LIMIT, CodecError, b64encode, float_marker, float_text, has_surrogate, marker_kind,
 )
 
 _dumps_compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False,
                                   check_circular=False).encode
-
-# JSON levels of a value tree that passed the decoder's depth check: an @d
-# pair is three JSON levels for one of the tree's ({"@d": [[k, v]]}), plus a
-# few for the record's own wrappers.  Deeper is an error, not a crash.
-JSON_DEPTH_LIMIT = 3 * MAX_DEPTH + 10
 
 # In JSON text produced by encode_basestring, an escape is a backslash run of odd length.
 _BF_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\([bf])")
