@@ -333,3 +333,59 @@ def btree_kind(module: str, name: str) -> Optional[tuple]:
     if name.endswith("Set"):
         return (False, False)
     return None
+
+
+# ---------------------------------------------------------------------------
+# Value trees, walked without recursion (any depth within Python's own limit)
+# ---------------------------------------------------------------------------
+
+_NO_CHILD = object()
+
+
+def rebuild_tree(root: Any, leaf: Any, key: Any, finish_dict: Any) -> Any:
+    """A copy of a tree of lists and dicts, made with an explicit stack.
+
+    ``leaf(x)`` gives the copy of every value that is neither, ``key(k)`` of
+    every dict key, and ``finish_dict(original, copy)`` the final form of
+    each dict once all its values are copied.  A subtree reached twice is
+    copied twice, as a recursive copy would.
+    """
+    if type(root) is not list and type(root) is not dict:
+        return leaf(root)
+    stack: list = []
+    node, slot = root, None
+    out: Any = [] if type(root) is list else {}
+    it: Any = iter(root) if type(root) is list else iter(root.items())
+    while True:
+        child: Any = _NO_CHILD
+        if type(out) is list:
+            append = out.append
+            for x in it:
+                if type(x) is list or type(x) is dict:
+                    child, child_slot = x, None
+                    break
+                append(leaf(x))
+        else:
+            for k, x in it:
+                k = key(k)
+                if type(x) is list or type(x) is dict:
+                    child, child_slot = x, k
+                    break
+                out[k] = leaf(x)
+        if child is not _NO_CHILD:
+            stack.append((node, out, it, slot))
+            node, slot = child, child_slot
+            if type(child) is list:
+                out, it = [], iter(child)
+            else:
+                out, it = {}, iter(child.items())
+            continue
+        result = finish_dict(node, out) if type(out) is dict else out
+        if not stack:
+            return result
+        finished_slot = slot
+        node, out, it, slot = stack.pop()
+        if type(out) is list:
+            out.append(result)
+        else:
+            out[finished_slot] = result
