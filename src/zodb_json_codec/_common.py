@@ -10,17 +10,10 @@ from __future__ import annotations
 import binascii
 import math
 import re
-import sys
 from typing import Any, Optional
 
 #: Values nested deeper than this are a ValueError in every direction.
 MAX_DEPTH = 1000
-
-#: The pure twin recurses a few frames per nesting level (up to about seven
-#: for the encoder's objects and known types); make sure Python's own limit is
-#: never what stops a valid record.  Raising it is harmless: the codec itself
-#: stops at MAX_DEPTH, so this many frames are never all used.
-RECURSION_NEEDED = 8 * MAX_DEPTH + 1000
 
 #: json.loads and json.dumps recurse once per level of nesting, counted
 #: against the interpreter's limit (from 3.12 a C stack limit of about 1500
@@ -46,11 +39,6 @@ MAX_BIGINT_DIGITS = 40000
 
 class CodecError(ValueError):
     """Bad data: a pickle or JSON value the codec cannot read or write."""
-
-
-def ensure_recursion_limit() -> None:
-    if sys.getrecursionlimit() < RECURSION_NEEDED:
-        sys.setrecursionlimit(RECURSION_NEEDED)
 
 
 def bytes_argument(data: Any, name: str = "data") -> bytes:
