@@ -36,8 +36,15 @@ def _refuse(name: str) -> None:
 
 
 def strict_loads(text: str):
-    """json.loads as the codec reads JSON: NaN, Infinity and -Infinity refused."""
-    return json.loads(text, parse_constant=_refuse)
+    """json.loads as the codec reads JSON: NaN, Infinity and -Infinity refused.
+
+    With a parse_constant hook PyPy reads with json's pure-Python scanner,
+    which takes "\\u 123" (int() of the digits); its own scanner, like
+    CPython's, is strict: both must accept the text.
+    """
+    value = json.loads(text)
+    json.loads(text, parse_constant=_refuse)
+    return value
 
 
 # ---------------------------------------------------------------------------
