@@ -170,9 +170,12 @@ def test_python2_byte_string_class_names(impl):
     assert impl.decode_zodb_record(data) == {"@cls": ["app.mod", "Kls"], "@s": {}}
 
 
-def test_unknown_class_metadata_is_a_value_error(impl):
-    with pytest.raises(ValueError, match="class metadata"):
-        impl.decode_zodb_record(record({}, klass=(1, 2, 3)))
+def test_other_first_pickles_are_kept_as_an_object_record(impl):
+    # Was a ValueError; now the first pickle's value is kept (docs/format.md, "Class metadata").
+    data = record({"a": 1}, klass=(1, 2, 3))
+    assert impl.decode_zodb_record(data) == {
+        "@cls": ["", ""], "@s": {"@obj": {"@t": [1, 2, 3]}, "@state": {"a": 1}}}
+    roundtrips(impl, data)
 
 
 # ---------------------------------------------------------------------------

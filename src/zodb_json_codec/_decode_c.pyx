@@ -35,7 +35,7 @@ from ._common import (
 )
 from . import _decode_common
 from ._decode_common import (
-    Unrepresentable, check_class_names_at_offset_0, finish, in_state,
+    Unrepresentable, check_class_names_at_offset_0, finish, in_state, object_record_state,
 )
 from ._jsontext_c cimport pg_json_text
 from ._jsontext_py import pretty_json_text, sanitize_for_pg
@@ -1595,8 +1595,13 @@ cdef bint _has_escape_prefix(bytes data):
 # Records and single pickles
 # ---------------------------------------------------------------------------
 
+# What _class_metadata returns for a first pickle that is not class metadata.
+cdef object _OBJECT_RECORD = object()
+
+
 cdef object _class_metadata(object klass, _Context ctx):
-    """_known.class_metadata: sets ctx.module and ctx.name, returns the class arguments (or None).
+    """_known.class_metadata: sets ctx.module and ctx.name, returns the class arguments (or None),
+    or _OBJECT_RECORD (names "") when the first pickle is not class metadata.
 
     ZODB's forms are read here, the rest by _known."""
     cdef object names = _global_names(klass)
@@ -1613,7 +1618,11 @@ cdef object _class_metadata(object klass, _Context ctx):
         if names is not None:  # (class, arguments)
             ctx.module, ctx.name = names
             return items[1]
-    ctx.module, ctx.name, args = _known.class_metadata(klass)
+    meta = _known.class_metadata(klass)
+    if meta is None:
+        ctx.module = ctx.name = ""
+        return _OBJECT_RECORD
+    ctx.module, ctx.name, args = meta
     return args
 
 
@@ -1635,6 +1644,7 @@ cdef _Context _decode_record(object data):
         klass = _load(data, 0, ctx)
         pos = ctx.stop
         class_refs = len(ctx.refs)
+        class_unrepresentable, class_cyclic = ctx.unrepresentable, ctx.cyclic
         ctx.uncallable = False
         try:
             state = _load(data, pos, ctx)
@@ -1656,11 +1666,14 @@ cdef _Context _decode_record(object data):
         kind = _btree_kind(module, name)
         if kind:
             state = _btree_state(state, kind & BTREE_IS_TREE, kind & BTREE_IS_MAP)
-        if args is not None:
+        if args is not None and args is not _OBJECT_RECORD:
             state = {"@args": args, "@state": state}
         if _has_escape_prefix(data):
             ctx.flags |= F_ESCAPED_KEY
         state = _finish(state, ctx, pos)
+        if args is _OBJECT_RECORD:  # the first pickle's value is kept in the state
+            state = object_record_state(klass, state, class_unrepresentable, class_cyclic or ctx.cyclic,
+                                        ctx.flags)
     except Unrepresentable:
         state = {"@pkl": b64encode(data)}
         ctx.flags &= ~(F_FLOAT | F_EXP_FLOAT | F_SURROGATE | F_ESCAPED_KEY)

@@ -133,6 +133,20 @@ def finish(value: Any, unrepresentable: bool, cyclic: bool, maybe_deep: bool, fl
     return value
 
 
+def object_record_state(first: Any, state: Any, unrepresentable: bool, cyclic: bool, flags: int) -> dict:
+    """The state of an object record (docs/format.md, "Class metadata"): ``{"@obj": first, "@state": state}``.
+
+    The first pickle is not class metadata (an instance, a reference to a
+    persistent class...), so its value is kept whole.  ``state`` is already
+    finished; ``first`` gets the same checks here, its depth counted from
+    its own top (the encoder writes each pickle from depth 0), and errors
+    name offset 0.  ``unrepresentable``/``cyclic`` are what the walk over the
+    first pickle found (or more).
+    """
+    first = finish(first, unrepresentable, cyclic, True, flags, 0)
+    return {"@obj": first, "@state": state}
+
+
 def _has_cycle(root: Any) -> bool:
     """Does the value graph contain itself?  Deeper than the limit is a depth error."""
     on_path: set = set()

@@ -22,7 +22,8 @@ from ._common import (
 )
 from ._decode_common import (
     F_ESCAPED_KEY, F_EXP_FLOAT, F_FLOAT, F_NUL, F_SURROGATE, NEWOBJ, NOT_CONTAINER_OPS, REDUCE, Obj,
-    Unrepresentable, check_class_names_at_offset_0, finish, in_state, is_global, render_obj,
+    Unrepresentable, check_class_names_at_offset_0, finish, in_state, is_global, object_record_state,
+    render_obj,
 )
 from ._jsontext_py import pg_json_text, pretty_json_text, sanitize_for_pg
 
@@ -828,6 +829,7 @@ def _decode_record(data: Any, compact: bool = True) -> Tuple[str, str, Any, List
     try:
         klass, pos = _load(data, 0, ctx)
         class_refs = len(ctx.refs)
+        class_unrepresentable, class_cyclic = ctx.unrepresentable, ctx.cyclic
         ctx.uncallable = False
         try:
             state, _ = _load(data, pos, ctx)
@@ -842,7 +844,12 @@ def _decode_record(data: Any, compact: bool = True) -> Tuple[str, str, Any, List
                 ctx.refs[:0] = class_ref_list
             elif problem is not None:
                 raise problem
-        module, name, args = _known.class_metadata(klass)
+        meta = _known.class_metadata(klass)
+        if meta is None:  # an object record: the first pickle's value is kept in the state
+            module = name = ""
+            args = None
+        else:
+            module, name, args = meta
         if "\x00" in module or "\x00" in name:
             ctx.flags |= F_NUL
         kind = btree_kind(module, name)
@@ -853,6 +860,9 @@ def _decode_record(data: Any, compact: bool = True) -> Tuple[str, str, Any, List
         if b"@ns:" in data or b"@su:" in data:
             ctx.flags |= F_ESCAPED_KEY
         state = _finish(state, ctx, data, pos)
+        if meta is None:
+            state = object_record_state(klass, state, class_unrepresentable, class_cyclic or ctx.cyclic,
+                                        ctx.flags)
     except Unrepresentable:
         state = {"@pkl": b64encode(data)}
         ctx.flags &= ~(F_FLOAT | F_EXP_FLOAT | F_SURROGATE | F_ESCAPED_KEY)

@@ -1848,6 +1848,8 @@ def encode_zodb_record(obj):
     verbatim = _verbatim(state)
     if verbatim is not None:
         return verbatim
+    if module == "" and name == "" and _known.is_object_record_state(state):
+        return _object_record((<dict>state)["@obj"], (<dict>state)["@state"])
     args = None
     if (type(state) is dict and PyDict_GET_SIZE(state) == 2 and "@args" in <dict>state
             and "@state" in <dict>state):
@@ -1877,6 +1879,25 @@ def encode_zodb_record(obj):
             _btree_state(&w, state, bt, 0)
         else:
             _value(&w, state, 0)
+        _op(&w, STOP)
+        return _result(&w)
+    except RecursionError:
+        raise _depth_error() from None
+    finally:
+        _release(&w)
+
+
+cdef bytes _object_record(object first, object state):
+    """The two pickles of an object record, references in either in the compact forms."""
+    cdef unsigned char stack[_STACK_BUFFER]
+    cdef Writer w
+    _init(&w, stack, True)
+    try:
+        _op2(&w, PROTO, 3)
+        _value(&w, first, 0)
+        _op2(&w, STOP, PROTO)
+        _op(&w, 3)
+        _value(&w, state, 0)
         _op(&w, STOP)
         return _result(&w)
     except RecursionError:
