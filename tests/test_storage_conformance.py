@@ -37,7 +37,6 @@ from ZODB.tests.MinPO import MinPO
 from ZODB.tests.StorageTestBase import ZERO, zodb_pickle
 
 from pgjsonb import JsonbConnection
-from pgserver import PgServer, PgServerError
 from twinloader import load_twin
 from zodb_json_codec import _fidelity
 
@@ -168,21 +167,8 @@ class CodecFileStorage(ZODB.FileStorage.FileStorage):
 
 
 # ---------------------------------------------------------------------------
-# One PostgreSQL for the module
+# One PostgreSQL for the module (conftest's module_pg_dsn)
 # ---------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def module_pg_dsn():
-    """DSN of a throwaway PostgreSQL for this module; fails (never skips) if it cannot start."""
-    try:
-        server = PgServer.start()
-    except PgServerError as exc:
-        pytest.fail(f"cannot start PostgreSQL for the storage conformance tests: {exc}", pytrace=False)
-    try:
-        yield server.dsn
-    finally:
-        server.stop()
-
 
 @pytest.fixture(scope="class", autouse=True)
 def _class_database(request, module_pg_dsn):

@@ -1849,7 +1849,7 @@ def encode_zodb_record(obj):
     if verbatim is not None:
         return verbatim
     if module == "" and name == "" and _known.is_object_record_state(state):
-        return _object_record((<dict>state)["@obj"], (<dict>state)["@state"])
+        return _pickle((<dict>state)["@obj"], True) + _pickle((<dict>state)["@state"], True)
     args = None
     if (type(state) is dict and PyDict_GET_SIZE(state) == 2 and "@args" in <dict>state
             and "@state" in <dict>state):
@@ -1887,29 +1887,11 @@ def encode_zodb_record(obj):
         _release(&w)
 
 
-cdef bytes _object_record(object first, object state):
-    """The two pickles of an object record, references in either in the compact forms."""
+cdef bytes _pickle(object value, bint expand_refs=False):
+    """One pickle of value; expand_refs reads the compact @ref forms of the record decoders."""
     cdef unsigned char stack[_STACK_BUFFER]
     cdef Writer w
-    _init(&w, stack, True)
-    try:
-        _op2(&w, PROTO, 3)
-        _value(&w, first, 0)
-        _op2(&w, STOP, PROTO)
-        _op(&w, 3)
-        _value(&w, state, 0)
-        _op(&w, STOP)
-        return _result(&w)
-    except RecursionError:
-        raise _depth_error() from None
-    finally:
-        _release(&w)
-
-
-cdef bytes _pickle(object value):
-    cdef unsigned char stack[_STACK_BUFFER]
-    cdef Writer w
-    _init(&w, stack, False)
+    _init(&w, stack, expand_refs)
     try:
         _op2(&w, PROTO, 3)
         _value(&w, value, 0)
