@@ -613,13 +613,15 @@ def test_damage_in_the_middle_is_found(field, corpora, tmp_path):
     shutil.copyfile(corpora["public"], path)
     FileStorage(str(path)).close()  # writes the .index that lets FileStorage skip its scan
     storage = FileStorage(str(path), read_only=True)
+    transactions = storage.iterator()
     try:
-        for number, txn in enumerate(storage.iterator()):
+        for number, txn in enumerate(transactions):
             if number == 3:
                 record = next(iter(txn))
                 offset = record.pos + 24 if field == "record" else txn._tpos + 8  # its tloc, or the transaction length
                 break
     finally:
+        transactions.close()  # an iterator left open keeps its file open
         storage.close()
     with open(path, "r+b") as f:
         f.seek(offset)
