@@ -583,6 +583,9 @@ def test_ctrl_c_stops_cleanly(corpora, tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-m", "zodb_json_codec", "load", "-", str(out), "--jobs", "2"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        # As a terminal starts it: a suite run in the background of a
+        # non-interactive shell ignores SIGINT, and a child inherits that.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     proc.stdin.write(lines)  # then keep standard input open: load waits for more, workers started
     proc.stdin.flush()
