@@ -35,7 +35,8 @@ from ._common import (
 )
 from . import _decode_common
 from ._decode_common import (
-    Unrepresentable, check_class_names_at_offset_0, finish, in_state, object_record_state,
+    Unrepresentable, check_class_names_at_offset_0, decode_string_escapes, finish, in_state,
+    object_record_state,
 )
 from ._jsontext_c cimport pg_json_text
 from ._jsontext_py import pretty_json_text, sanitize_for_pg
@@ -1446,8 +1447,8 @@ cdef object _load(bytes data, Py_ssize_t pos, _Context ctx):
                 else:
                     raise _err("invalid pickle data: the STRING opcode argument must be quoted", start)
                 try:
-                    raw = _escape_decode(line)[0]
-                except ValueError as exc:
+                    raw = decode_string_escapes(line)
+                except CodecError as exc:
                     raise _err(f"invalid pickle data: STRING escape: {exc}", start) from None
                 PyList_Append(stack, {"@b": b64encode(raw)})
             elif op == UNICODE:
@@ -1515,9 +1516,6 @@ cdef object _load(bytes data, Py_ssize_t pos, _Context ctx):
 
     except IndexError:  # as in the pure twin: a shape the checks above did not foresee
         raise _err("pickle stack underflow", start) from None
-
-import codecs
-_escape_decode = codecs.escape_decode
 
 
 # ---------------------------------------------------------------------------

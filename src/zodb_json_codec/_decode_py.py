@@ -11,7 +11,6 @@ class metadata) live in ``_known`` and ``_common``.
 from __future__ import annotations
 
 import binascii
-import codecs
 import struct
 from typing import Any, List, Optional, Tuple
 
@@ -22,8 +21,8 @@ from ._common import (
 )
 from ._decode_common import (
     F_ESCAPED_KEY, F_EXP_FLOAT, F_FLOAT, F_NUL, F_SURROGATE, NEWOBJ, NOT_CONTAINER_OPS, REDUCE, Obj,
-    Unrepresentable, check_class_names_at_offset_0, finish, in_state, is_global, object_record_state,
-    render_obj,
+    Unrepresentable, check_class_names_at_offset_0, decode_string_escapes, finish, in_state, is_global,
+    object_record_state, render_obj,
 )
 from ._jsontext_py import pg_json_text, pretty_json_text, sanitize_for_pg
 
@@ -663,8 +662,8 @@ def _load(data: bytes, pos: int, ctx: _Context) -> Tuple[Any, int]:
                 else:
                     raise _err("invalid pickle data: the STRING opcode argument must be quoted", start)
                 try:
-                    raw = codecs.escape_decode(line)[0]
-                except ValueError as exc:
+                    raw = decode_string_escapes(line)
+                except CodecError as exc:
                     raise _err(f"invalid pickle data: STRING escape: {exc}", start) from None
                 push({"@b": b64encode(raw)})
             elif op == 0x56:  # UNICODE
