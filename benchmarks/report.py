@@ -74,7 +74,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the modules beside this file
 
@@ -84,7 +84,7 @@ import datasets  # noqa: E402
 import loadpath  # noqa: E402
 import pgload  # noqa: E402
 import threads  # noqa: E402
-from timing import MEMCPY_NOTE, interleaved, loop_size, mb_per_s, memcpy_pass  # noqa: E402,F401
+from timing import MEMCPY_NOTE, interleaved, mb_per_s, memcpy_pass  # noqa: E402
 
 OPS = ("decode", "encode", "pg_json")
 # Ratio tables, numerator over denominator (< 1: the numerator is faster).
@@ -544,7 +544,8 @@ def bench_load_set(run: Run, label: str, dsn: Optional[str], part: Part) -> Dict
                 part.errors.append(f"load {label}: (c) {name} gives other bytes than (b) {name} on {wrong} records")
     for fn_label, bad in failed.items():
         if fn_label.split()[-1] in OURS:
-            part.errors.append(f"load {label}: {fn_label} fails on {len(bad)} records, first: {next(iter(bad.values()))}")
+            first = next(iter(bad.values()))
+            part.errors.append(f"load {label}: {fn_label} fails on {len(bad)} records, first: {first}")
     texts = [row[2].encode("utf-8") for row in rows]
     passes = {fn_label: (lambda fn=fn: [fn(row) for row in rows]) for fn_label, fn in fns.items()}
     passes["memcpy"] = memcpy_pass(texts)
@@ -578,7 +579,8 @@ def load_tables(results: List[Dict[str, Any]], ours: str, source: str, markdown:
         cells = [r["set"]]
         for a, b in pairs:
             value = _load_ratio(r, a, b)
-            cells.append(f"{value:.2f}" if value else (loadpath.NOT_YET if a not in r and a.startswith("(c)") else "n/a"))
+            absent = loadpath.NOT_YET if a.startswith("(c)") and a not in r else "n/a"
+            cells.append(f"{value:.2f}" if value else absent)
         lines.append(cells)
     tables.append(render("load path: time ratios (< 1: the first is faster)", ["set", *(f"{a}/{b}" for a, b in pairs)],
                          lines, markdown))
