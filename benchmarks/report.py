@@ -390,7 +390,7 @@ def left_out_lines(rows: List[Dict[str, Any]], markdown: bool) -> List[str]:
     for row in left_out:
         lines.append(f"- {row['set']}: timed {row['records']} of {row['scanned']} records")
         for name, count in row["left_out"].items():
-            blame = " (ERROR: a bug of this codec)" if name in OURS else ""
+            blame = " (ERROR: a bug of this codec)" if name.split()[-1] in OURS else ""
             lines.append(f"  - {name} fails on {count}{blame}, first: {row['errors'][name]}")
     return ["\n".join(lines) + "\n"]
 
@@ -485,20 +485,26 @@ def part_threads(run: Run) -> Part:
     """pg_json records/s of 1 and 2 threads, compiled twin and Rust codec in one alternation."""
     functions = {name: c.pg_json for name, c in run.pick("rust", "compiled").items()}
     part = Part(targets=run.not_run("threads", THREAD_SETS), data={})
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     lines = []
     for label in run.chosen(THREAD_SETS):
         items, _ = run.usable(label)
         rates = threads.thread_throughput(functions, items, THREAD_COUNTS, run.args.budget, run.args.rounds)
         part.data[label] = rates
         for name, by_count in rates.items():
-            lines.append([label, name, *(f"{by_count[k]:,.0f}" for k in THREAD_COUNTS),
-                          f"{by_count[2] / by_count[1]:.2f}"])
+            speeds = [by_count[k]["records/s"] for k in THREAD_COUNTS]
+            lines.append([label, name, *(f"{v:,.0f}" for v in speeds), f"{speeds[1] / speeds[0]:.2f}",
+                          *(f"{by_count[k]['cpu/wall']:.2f}" for k in THREAD_COUNTS)])
         what = f"[issue 12] compiled pg_json 2 threads/1 thread records/s {label} >= {THREADS_GOAL}"
-        value = rates["compiled"][2] / rates["compiled"][1] if "compiled" in rates else None
+        compiled = rates.get("compiled")
+        value = compiled[2]["records/s"] / compiled[1]["records/s"] if compiled else None
         part.targets.append(verdict(what, value, THREADS_GOAL, at_least=True, why_not="no compiled twin"))
-    title = (f"threads: pg_json records/s ({os.cpu_count()} cores; k threads start together at a barrier,"
-             " each makes one whole pass over the set; records/s = k x records / wall time)")
-    header = ["set", "contender", *(f"{k} thread{'s' if k > 1 else ''}" for k in THREAD_COUNTS), "2/1"]
+    title = (f"threads: pg_json records/s ({os.cpu_count()} cores, load average {load} before; k threads start"
+             " together at a barrier, each makes one whole pass over the set; records/s = k x records / wall"
+             " time; CPU/wall: the process's CPU time over wall time, about k x the 1-thread value when the"
+             " threads run at once)")
+    header = ["set", "contender", *(f"{k} thread{'s' if k > 1 else ''}" for k in THREAD_COUNTS), "2/1",
+              *(f"CPU/wall {k}" for k in THREAD_COUNTS)]
     part.tables.append(render(title, header, lines, run.args.markdown))
     return part
 
@@ -550,7 +556,8 @@ def bench_load_set(run: Run, label: str, dsn: Optional[str], part: Part) -> Dict
     passes = {fn_label: (lambda fn=fn: [fn(row) for row in rows]) for fn_label, fn in fns.items()}
     passes["memcpy"] = memcpy_pass(texts)
     result = {"set": label, "records": len(rows), "scanned": meta["scanned"], "bytes": sum(map(len, texts)),
-              "left_out": {k: len(v) for k, v in failed.items()}}
+              "left_out": {**meta["left_out"], **{k: len(v) for k, v in failed.items()}},
+              "errors": {**meta["errors"], **{k: next(iter(v.values())) for k, v in failed.items()}}}
     if rows:
         for fn_label, secs in interleaved(passes, run.args.budget, run.args.rounds).items():
             result[fn_label] = secs / len(rows)
@@ -629,7 +636,7 @@ def part_load(run: Run) -> Part:
         print(".", end="", flush=True, file=sys.stderr)
     print(file=sys.stderr)
     part.data["rows"] = results
-    part.tables = load_tables(results, ours, source, run.args.markdown)
+    part.tables = load_tables(results, ours, source, run.args.markdown) + left_out_lines(results, run.args.markdown)
     part.targets += load_targets(results, ours)
     return part
 
