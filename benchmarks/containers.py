@@ -4,7 +4,8 @@ Counted with gc.get_objects() before and after decoding a whole set into
 a list (the collector disabled meanwhile, the list of results itself not
 counted), twice: right after decoding ("allocated": what the young
 generation walks) and after one gc.collect() ("kept": what every later
-full collection walks for as long as the results live). CPython tracks a
+full collection walks for as long as the results live), and the objects
+that collection freed as unreachable: cycles a decoder left behind. CPython tracks a
 dict only once a container is put into it, and untracks tuples (and
 dicts) that hold only atoms when a collection meets them. The objects of the
 counting itself are left out.
@@ -25,8 +26,11 @@ def _tracked_by_kind() -> Counter:
     return Counter(name if name in KINDS else "other" for name in names)
 
 
-def tracked_per_record(decode: Callable[[bytes], Any], items: Sequence[bytes]) -> Dict[str, Dict[str, float]]:
-    """{"allocated": {kind: per record}, "kept": {...}}, kind in KINDS plus "all"."""
+def tracked_per_record(decode: Callable[[bytes], Any], items: Sequence[bytes]) -> Dict[str, Any]:
+    """{"allocated": {kind: per record}, "kept": {...}, "garbage": per record}, kind in KINDS plus "all".
+
+    "garbage" is what the collection found unreachable (reference cycles the
+    decoding left behind), per record."""
     was_enabled = gc.isenabled()
     _tracked_by_kind()  # a first call leaves objects behind (the ABC caches Counter consults)
     gc.collect()
@@ -35,7 +39,7 @@ def tracked_per_record(decode: Callable[[bytes], Any], items: Sequence[bytes]) -
         before = _tracked_by_kind()
         results = [decode(x) for x in items]
         allocated = _tracked_by_kind() - before
-        gc.collect()
+        garbage = gc.collect()
         kept = _tracked_by_kind() - before
     finally:
         if was_enabled:
@@ -46,7 +50,9 @@ def tracked_per_record(decode: Callable[[bytes], Any], items: Sequence[bytes]) -
         counts["other"] -= earlier_counters
     assert len(results) == len(items)
     del results
-    return {label: _per_record(counts, len(items)) for label, counts in (("allocated", allocated), ("kept", kept))}
+    out = {label: _per_record(counts, len(items)) for label, counts in (("allocated", allocated), ("kept", kept))}
+    out["garbage"] = garbage / len(items)
+    return out
 
 
 def _per_record(counts: Counter, records: int) -> Dict[str, float]:

@@ -696,11 +696,11 @@ def container_table(run: Run, items: Dict[str, List[bytes]], part: Part) -> str:
             part.data["containers"].setdefault(label, {})[name] = counts
             kept, allocated = counts["kept"], counts["allocated"]
             lines.append([label, name, *(f"{kept[k]:.1f}" for k in (*containers.KINDS, "all")),
-                          f"{allocated['all']:.1f}"])
+                          f"{allocated['all']:.1f}", f"{counts['garbage']:.2f}"])
     title = ("objects tracked by the cycle collector per decoded record (gc.get_objects() after minus before"
              " decoding the set into a list, collector off meanwhile; 'kept': after one gc.collect(),"
-             " 'allocated': before it)")
-    header = ["set", "contender", *(f"kept {k}" for k in containers.KINDS), "kept all", "allocated all"]
+             " 'allocated': before it; 'garbage': unreachable objects that collection freed)")
+    header = ["set", "contender", *(f"kept {k}" for k in containers.KINDS), "kept all", "allocated all", "garbage"]
     return render(title, header, lines, run.args.markdown)
 
 

@@ -118,6 +118,16 @@ def test_tracked_objects_are_counted_per_record():
     assert counts["allocated"] == {"dict": 1, "list": 1, "tuple": 1, "other": 0, "all": 3}
     # The collection untracks the tuple of atoms; the dict holding a list stays tracked.
     assert counts["kept"] == {"dict": 1, "list": 1, "tuple": 0, "other": 0, "all": 2}
+    assert counts["garbage"] == 0
+
+
+def test_cycles_a_decoder_leaves_behind_are_counted():
+    def cyclic(b):
+        loop = [b]
+        loop.append(loop)
+        return 1
+
+    assert containers.tracked_per_record(cyclic, [b"x"] * 100)["garbage"] == 1
 
 
 def test_threads_run_together_and_report_records_per_second():
