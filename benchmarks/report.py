@@ -445,11 +445,17 @@ class Run:
         return self.contenders.get("compiled") or self.contenders.get("pure")
 
     def chosen(self, wanted: Sequence[str]) -> List[str]:
-        return [label for label in wanted if label in self.sets]
+        """The sets of wanted that were loaded and have records every contender reads."""
+        return [label for label in wanted if label in self.sets and self.usable(label)[0]]
 
     def not_run(self, part: str, wanted: Sequence[str]) -> List[str]:
+        """Target lines (n/a) for the sets of wanted that part cannot time, and why."""
         missing = [label for label in wanted if label not in self.sets]
-        return [f"n/a   {part} on {', '.join(missing)}: not run (--only)"] if missing else []
+        empty = [label for label in wanted if label in self.sets and not self.usable(label)[0]]
+        lines = [f"n/a   {part} on {', '.join(missing)}: not run (--only)"] if missing else []
+        if empty:
+            lines.append(f"n/a   {part} on {', '.join(empty)}: no record every contender reads")
+        return lines
 
 
 class Server:
@@ -711,7 +717,7 @@ def part_encode(run: Run) -> Part:
     if len(pair) < 2:
         part.targets.append(f"n/a   [issue 13] compiled/rust encode <= {ENCODE_GOAL}: no rust or compiled timed")
         return part
-    labels = [label for label in run.sets if label in datasets.NAMES]
+    labels = run.chosen([label for label in run.sets if label in datasets.NAMES])
     items = {label: run.usable(label)[0] for label in labels}
     ratios: Dict[str, List[float]] = {label: [] for label in labels}
     for _ in range(run.args.runs):
