@@ -24,7 +24,7 @@ import base64
 import json
 import sys
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # pgserver, pgjsonb
 
@@ -45,24 +45,22 @@ def unsanitize_from_pg(value: Any) -> Any:
     if isinstance(value, dict):
         if len(value) == 1 and isinstance(value.get("@ns"), str):
             return base64.b64decode(value["@ns"]).decode("utf-8")
-        changed = None
-        for key, item in value.items():
-            new = unsanitize_from_pg(item)
-            if new is not item:
-                if changed is None:
-                    changed = dict(value)
-                changed[key] = new
-        return value if changed is None else changed
+        return _with_items_unsanitized(value, value.items())
     if isinstance(value, list):
-        copied = None
-        for i, item in enumerate(value):
-            new = unsanitize_from_pg(item)
-            if new is not item:
-                if copied is None:
-                    copied = list(value)
-                copied[i] = new
-        return value if copied is None else copied
+        return _with_items_unsanitized(value, enumerate(value))
     return value
+
+
+def _with_items_unsanitized(container: Any, slots: Iterable[Tuple[Any, Any]]) -> Any:
+    """container itself if no item changed, else a copy with the changed items (slots: (key or index, item))."""
+    copy = None
+    for slot, item in slots:
+        new = unsanitize_from_pg(item)
+        if new is not item:
+            if copy is None:
+                copy = container.copy()
+            copy[slot] = new
+    return container if copy is None else copy
 
 
 def old_path(rust_encode: Callable[[Any], bytes]) -> Callable[[Row], bytes]:
