@@ -750,7 +750,11 @@ def part_pg(run: Run) -> Part:
     import psycopg
 
     ours, rust = run.ours(), run.contenders.get("rust")
-    pgload.export(datasets.storage_path(PG_SET), dsn)
+    try:
+        pgload.export(datasets.storage_path(PG_SET), dsn)
+    except RuntimeError as exc:
+        part.errors.append(f"pg: not run, {exc}")
+        return part
     try:
         with psycopg.connect(dsn) as conn:
             ids = pgload.zoids(conn)
