@@ -39,6 +39,8 @@ WARNING = "WARNING: zodb-json-codec:"
 REQUIRED_ERROR = "CompiledTwinsUnavailable: the compiled twins of zodb-json-codec are required, but"
 
 pytestmark = pytest.mark.skipif(not (ROOT / "setup.py").exists(), reason="no source tree beside the tests")
+# CC=false stands for "no compiler"; setuptools' MSVC support does not read CC.
+compiler_from_cc = pytest.mark.skipif(sys.platform == "win32", reason="MSVC does not take its compiler from CC")
 
 
 @dataclass
@@ -147,6 +149,7 @@ def working_compiler() -> Optional[List[str]]:
     return cc if cc and shutil.which(cc[0]) else None
 
 
+@compiler_from_cc
 def test_sdist_without_compiler_installs_the_pure_twin(tmp_path):
     """pip install from the sdist on a machine without a compiler: the pure twin, and one line saying how to get the other."""
     tree = source_tree(tmp_path)
@@ -183,6 +186,7 @@ def test_sdist_without_compiler_installs_the_pure_twin(tmp_path):
     assert Path(location).is_relative_to(target)
 
 
+@compiler_from_cc
 @pytest.mark.parametrize(
     "settings",
     [
@@ -235,6 +239,7 @@ def test_build_without_cython(tmp_path, required):
         assert "Cython is not installed" in line
 
 
+@compiler_from_cc
 def test_stale_modules_without_compiler(tmp_path):
     """build/ and the source tree hold modules of an earlier build: a build that compiles nothing packs none of them."""
     tree = source_tree(tmp_path)
@@ -253,7 +258,7 @@ os.execvp({compiler}[0], {compiler} + sys.argv[1:])
 
 
 @pytest.mark.skipif(PYPY, reason="PyPy builds nothing")
-@pytest.mark.skipif(sys.platform == "win32", reason="MSVC does not take its compiler from CC")
+@compiler_from_cc
 @pytest.mark.skipif(working_compiler() is None, reason="no C compiler on this machine")
 def test_compiled_modules_are_fresh_or_absent(tmp_path):
     """With a compiler: every module rebuilt (never an earlier one taken as up to date), or none packed."""
