@@ -93,6 +93,18 @@ def assert_pypy_runs_pure(env: dict[str, str], modules: dict[str, str] = BOTH_BR
     assert "Warning" not in proc.stderr
 
 
+def assert_requested_mode(monkeypatch, expected: str) -> None:
+    """The environment as set asks for expected (on PyPy: pure, and expected when _impl is told it is CPython)."""
+    if PYPY:
+        # PyPy runs the pure twin whatever is asked; the table holds for
+        # the other interpreters, which _impl tells apart by name alone.
+        assert _impl.requested_mode() == _impl.PURE
+        fake = types.SimpleNamespace(**vars(sys.implementation))
+        fake.name = "cpython"
+        monkeypatch.setattr(sys, "implementation", fake)
+    assert _impl.requested_mode() == expected
+
+
 @pytest.mark.parametrize(
     "specific, generic, expected",
     [
@@ -121,14 +133,7 @@ def test_requested_mode(monkeypatch, specific, generic, expected):
             monkeypatch.delenv(name, raising=False)
         else:
             monkeypatch.setenv(name, value)
-    if PYPY:
-        # PyPy runs the pure twin whatever is asked; the table holds for
-        # the other interpreters, which _impl tells apart by name alone.
-        assert _impl.requested_mode() == _impl.PURE
-        fake = types.SimpleNamespace(**vars(sys.implementation))
-        fake.name = "cpython"
-        monkeypatch.setattr(sys, "implementation", fake)
-    assert _impl.requested_mode() == expected
+    assert_requested_mode(monkeypatch, expected)
 
 
 @pytest.mark.parametrize(
@@ -153,12 +158,7 @@ def test_require_ext(monkeypatch, require, pure, expected):
         monkeypatch.delenv("ZODB_JSON_CODEC_PURE_PYTHON", raising=False)
     else:
         monkeypatch.setenv("ZODB_JSON_CODEC_PURE_PYTHON", pure)
-    if PYPY:
-        assert _impl.requested_mode() == _impl.PURE
-        fake = types.SimpleNamespace(**vars(sys.implementation))
-        fake.name = "cpython"
-        monkeypatch.setattr(sys, "implementation", fake)
-    assert _impl.requested_mode() == expected
+    assert_requested_mode(monkeypatch, expected)
 
 
 def test_one_switch_for_build_and_import():
