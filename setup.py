@@ -16,7 +16,8 @@ never imports the package):
 A wheel holds freshly built extensions or none: every build first removes
 what an earlier build left in ``build/`` (or in the source tree, for
 ``--inplace``), builds all three or keeps none, and a wheel without them is
-tagged ``py3-none-any``, never with a platform.
+tagged ``py3-none-any``, never with a platform.  (An editable install's
+wheel, which only points at the source tree, keeps setuptools' tag.)
 """
 
 import importlib.util
@@ -31,16 +32,17 @@ from setuptools.command.build_ext import build_ext
 from setuptools.errors import OptionError
 
 
+HERE = Path(__file__).resolve().parent
+PACKAGE_DIR = HERE / "src" / "zodb_json_codec"
+
+
 def _load_switch():
-    path = Path(__file__).resolve().parent / "src" / "zodb_json_codec" / "_switch.py"
-    spec = importlib.util.spec_from_file_location("_zodb_json_codec_switch", path)
+    spec = importlib.util.spec_from_file_location("_zodb_json_codec_switch", PACKAGE_DIR / "_switch.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-HERE = Path(__file__).resolve().parent
-PACKAGE_DIR = HERE / "src" / "zodb_json_codec"
 SWITCH = _load_switch()
 MODE = SWITCH.requested_mode()
 REQUIRED = MODE == SWITCH.COMPILED
