@@ -246,7 +246,8 @@ def test_stale_modules_without_compiler(tmp_path):
     planted = plant_stale_modules(tree)
     build = pip_wheel(tree, tmp_path / "wheels", {"CC": "false"})
     assert_pure_wheel(build.wheel)
-    assert not any(path.exists() for path in planted if build_lib(tree) in path.parents)
+    if not PYPY:  # where the build declares extensions, it removes what stood for them
+        assert not any(path.exists() for path in planted if build_lib(tree) in path.parents)
 
 
 FAIL_ON_ENCODER = """#!{python}
