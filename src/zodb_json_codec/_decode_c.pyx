@@ -1,4 +1,4 @@
-# cython: language_level=3, freethreading_compatible=True, embedsignature=True
+# cython: language_level=3, embedsignature=True
 # cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """Cython twin of ``_decode_py`` (which is normative): pickle bytes -> marker values.
 

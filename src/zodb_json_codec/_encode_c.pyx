@@ -1,4 +1,4 @@
-# cython: language_level=3, freethreading_compatible=True, embedsignature=True
+# cython: language_level=3, embedsignature=True
 """Compiled encoder, the Cython twin of ``_encode_py`` (normative): marker values -> pickle bytes."""
 
 # One walk over the value tree, as in _encode_py, writing opcodes into one
