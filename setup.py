@@ -1,100 +1,166 @@
 """Declares the optional Cython twins; all metadata lives in pyproject.toml.
 
-Every ``src/zodb_json_codec/*.pyx`` becomes an optional extension: a machine
-without a compiler (or without Cython) installs the pure-Python package.
-Environment:
+Every ``src/zodb_json_codec/*.pyx`` becomes an extension, built when it can
+be.  What the environment asks for is read by ``src/zodb_json_codec/_switch.py``,
+the function the package reads at import (loaded here by its path: building
+never imports the package):
 
-``ZODB_JSON_CODEC_PURE_PYTHON`` (else ``PURE_PYTHON``)
-    unset or empty: build if possible; ``"0"``: the compiled twins are
-    required, a failed build is an error; anything else: build nothing.
-``ZODB_JSON_CODEC_REQUIRE_EXT``
-    anything but unset, empty or ``"0"``: a failed build is an error.
+* nothing set: the compiled twins if a working C compiler and Cython are
+  there; otherwise the pure package, with one warning line saying how to get
+  the compiled twins;
+* ``ZODB_JSON_CODEC_PURE_PYTHON=0`` or ``ZODB_JSON_CODEC_REQUIRE_EXT=1``: the
+  compiled twins are required, a build that cannot make them fails;
+* ``ZODB_JSON_CODEC_PURE_PYTHON`` set to anything else, or PyPy: nothing is
+  built.
 
-Nothing is built on PyPy, which always runs the pure twins.
+A wheel holds freshly built extensions or none: every build first removes
+what an earlier build left in ``build/`` (or in the source tree, for
+``--inplace``), builds all three or keeps none, and a wheel without them is
+tagged ``py3-none-any``, never with a platform.  (An editable install's
+wheel, which only points at the source tree, keeps setuptools' tag.)
 """
 
+import importlib.util
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 from setuptools import Extension, setup
+from setuptools.command.bdist_wheel import bdist_wheel
 from setuptools.command.build_ext import build_ext
+from setuptools.errors import OptionError
+
 
 HERE = Path(__file__).resolve().parent
 PACKAGE_DIR = HERE / "src" / "zodb_json_codec"
 
 
-def _pure_python_setting():
-    """The tri-state text of the environment, parsed as zodb_json_codec._impl does."""
-    value = os.environ.get("ZODB_JSON_CODEC_PURE_PYTHON", "").strip()
-    if not value:
-        value = os.environ.get("PURE_PYTHON", "").strip()
-    return value
+def _load_switch():
+    spec = importlib.util.spec_from_file_location("_zodb_json_codec_switch", PACKAGE_DIR / "_switch.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-IS_PYPY = sys.implementation.name == "pypy"
-PURE_SETTING = _pure_python_setting()
-PURE = IS_PYPY or PURE_SETTING not in ("", "0")
-REQUIRE = not PURE and (
-    PURE_SETTING == "0" or os.environ.get("ZODB_JSON_CODEC_REQUIRE_EXT", "").strip() not in ("", "0")
-)
+SWITCH = _load_switch()
+MODE = SWITCH.requested_mode()
+REQUIRED = MODE == SWITCH.COMPILED
 
 try:
-    from Cython.Distutils import build_ext as cython_build_ext
+    import Cython.Compiler.Main  # noqa: F401 - setuptools' build_ext is Cython's when this imports
 except ImportError:
-    cython_build_ext = None
+    HAVE_CYTHON = False
+else:
+    HAVE_CYTHON = True
 
 
-# Cython's build_ext cythonizes inside build_extension, so a .pyx that does
-# not compile is a failure of that one optional extension.
-_build_ext_base = cython_build_ext or build_ext
+class CompiledTwinsUnavailable(RuntimeError):
+    """The compiled twins are required (ZODB_JSON_CODEC_PURE_PYTHON=0 or ZODB_JSON_CODEC_REQUIRE_EXT=1) but cannot be built."""
 
 
-class optional_build_ext(_build_ext_base):
-    """A failed build warns and leaves the pure package, unless the twins are required."""
+def fall_back(reason):
+    """One line on stderr (or an error when the compiled twins are required)."""
+    if REQUIRED:
+        raise CompiledTwinsUnavailable(f"the compiled twins of zodb-json-codec are required, but {reason}")
+    print(
+        f"WARNING: zodb-json-codec: {reason}, so only its pure-Python twin is installed (several times slower); "
+        f"for the compiled twins, {SWITCH.HOW_TO_COMPILE}",
+        file=sys.stderr,
+    )
+
+
+# With Cython, setuptools' build_ext is Cython's: it cythonizes inside build_extension.
+class all_or_nothing_build_ext(build_ext):
+    """Builds every extension afresh, or none: then the distribution has no extensions at all."""
 
     def run(self):
+        for path in self._outputs():
+            if os.path.exists(path):
+                os.remove(path)  # an earlier build's module must not pass for this one's
+        if self.extensions and not HAVE_CYTHON:
+            self._give_up("Cython is not installed")
+            return
         try:
             super().run()
-        except Exception as exc:  # no usable compiler at all fails before any extension
-            if REQUIRE:
-                raise
-            self._warn_failed("the compiled twins", exc)
+        except CompiledTwinsUnavailable:
+            raise
+        except Exception as exc:  # no compiler at all (e.g. no MSVC) fails before any extension
+            self._give_up(f"its C extensions could not be built ({type(exc).__name__}: {exc})")
+
+    def build_extensions(self):
+        try:
+            self._check_compiler()
+        except Exception:  # CompileError: a missing or broken compiler, or no Python.h (its output is above)
+            compiler = (getattr(self.compiler, "compiler_so", None) or [type(self.compiler).__name__])[0]
+            self._give_up(f"there is no working C compiler ({compiler!r} cannot compile a file that includes Python.h)")
+            return
+        super().build_extensions()
+        missing = [ext.name for ext in self.extensions if not os.path.exists(self.get_ext_fullpath(ext.name))]
+        if missing:
+            self._give_up(f"{', '.join(missing)} did not build")
 
     def build_extension(self, ext):
         try:
             super().build_extension(ext)
-        except Exception as exc:  # compiler, linker or Cython error
-            if REQUIRE:
+        except Exception as exc:  # compiler, linker or Cython error: the others may still build
+            if REQUIRED:
                 raise
-            self._warn_failed(ext.name, exc)
+            print(f"building {ext.name} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
 
-    def _warn_failed(self, what, exc):
-        self.warn(
-            f"building {what} failed ({type(exc).__name__}: {exc}); "
-            "zodb_json_codec will use its pure-Python twin"
-        )
+    def _check_compiler(self):
+        """Compile a file that includes Python.h: a quick, clear failure instead of one per extension."""
+        with tempfile.TemporaryDirectory() as tmp:
+            probe = os.path.join(tmp, "probe.c")
+            with open(probe, "w") as f:
+                f.write("#include <Python.h>\nint zjc_probe(void) { return 0; }\n")
+            self.compiler.compile([probe], output_dir=tmp)
+
+    def _give_up(self, reason):
+        fall_back(reason)
+        for path in self._outputs():
+            if os.path.exists(path):
+                os.remove(path)
+        self.extensions = []
+        self.distribution.ext_modules = []
+
+    def _outputs(self):
+        """Where this build puts each extension, and where an in-place build copies it."""
+        paths = []
+        build_py = self.get_finalized_command("build_py")
+        for ext in self.extensions:
+            inplace_file, regular_file = self._get_inplace_equivalent(build_py, ext)
+            paths += [inplace_file, regular_file] if self.inplace else [regular_file]
+        return paths
+
+
+class wheel_tagged_by_contents(bdist_wheel):
+    """A platform tag only for a wheel that holds the extensions this very build made."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        if self.skip_build and self.distribution.has_ext_modules():
+            raise OptionError("--skip-build: this wheel could hold an earlier build's extensions; build it whole")
+
+    def run_command(self, command):
+        super().run_command(command)
+        if command == "build":  # all_or_nothing_build_ext dropped the extensions if it could not build them
+            self.root_is_pure = not self.distribution.has_ext_modules()
 
 
 def extensions():
-    if PURE:
-        return []
-    sources = sorted(PACKAGE_DIR.glob("*.pyx"))
-    if sources and cython_build_ext is None:
-        if REQUIRE:
-            raise RuntimeError("the compiled twins are required, but Cython is not installed")
-        print("Cython is not installed; zodb_json_codec will use its pure-Python twin", file=sys.stderr)
+    if MODE == SWITCH.PURE:
         return []
     exts = []
+    sources = sorted(PACKAGE_DIR.glob("*.pyx"))
     for source in sources:
-        ext = Extension(
-            f"zodb_json_codec.{source.stem}",
-            [source.relative_to(HERE).as_posix()],
-            optional=not REQUIRE,
-        )
+        ext = Extension(f"zodb_json_codec.{source.stem}", [source.relative_to(HERE).as_posix()])
         ext.cython_directives = {"language_level": "3"}
         exts.append(ext)
     return exts
 
 
-setup(ext_modules=extensions(), cmdclass={"build_ext": optional_build_ext})
+setup(
+    ext_modules=extensions(),
+    cmdclass={"build_ext": all_or_nothing_build_ext, "bdist_wheel": wheel_tagged_by_contents},
+)

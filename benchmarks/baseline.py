@@ -8,11 +8,20 @@ import pickle
 from typing import Any, Tuple
 
 
+class Unpickler(pickle.Unpickler):
+    """The C unpickler; persistent references stay as their ids (ZODB would turn them into ghosts).
+
+    A method of a subclass: CPython 3.13 no longer lets an instance's
+    persistent_load be assigned.
+    """
+
+    def persistent_load(self, ref: Any) -> Any:
+        return ref
+
+
 def decode_zodb_record(data: bytes) -> Tuple[Any, Any]:
     """Both pickles of a record, loaded by the C unpickler as ZODB loads them."""
-    unpickler = pickle.Unpickler(io.BytesIO(data))
-    # Persistent references stay as their ids: ZODB would turn them into ghosts.
-    unpickler.persistent_load = lambda ref: ref
+    unpickler = Unpickler(io.BytesIO(data))
     return unpickler.load(), unpickler.load()
 
 

@@ -11,8 +11,6 @@ collector on and off; minimum of 15 rounds each, contenders alternating.
 from __future__ import annotations
 
 import gc
-import io
-import pickle
 import sys
 import time
 from pathlib import Path
@@ -20,14 +18,9 @@ from typing import Callable, List
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import baseline  # noqa: E402
 import datasets  # noqa: E402
 from zodb_json_codec import _impl  # noqa: E402
-
-
-def unpickle(data: bytes) -> tuple:
-    u = pickle.Unpickler(io.BytesIO(data))
-    u.persistent_load = lambda ref: ref
-    return u.load(), u.load()
 
 
 def per_record(fn: Callable, records: List[bytes], keep: bool) -> float:
@@ -51,7 +44,7 @@ def main() -> None:
         for keep in (True, False):
             best = {"pickle": float("inf"), "compiled": float("inf")}
             for _ in range(15):
-                for name, fn in (("pickle", unpickle), ("compiled", compiled)):
+                for name, fn in (("pickle", baseline.decode_zodb_record), ("compiled", compiled)):
                     best[name] = min(best[name], per_record(fn, records, keep))
             print(f"| {'kept in a list' if keep else 'dropped per record'} | {'on' if collector else 'off'} "
                   f"| {best['pickle'] * 1e6:.1f} µs | {best['compiled'] * 1e6:.1f} µs "

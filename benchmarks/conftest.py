@@ -41,10 +41,10 @@ def twin(request: pytest.FixtureRequest) -> SimpleNamespace:
 @pytest.fixture(
     scope="session",
     params=[pytest.param(name, id=name, marks=SYNTHETIC_TIMING) for name in datasets.SYNTHETIC_NAMES]
-    + [pytest.param(name, id=name, marks=SCAN_TIMING) for name in datasets.FS_NAMES],
+    + [pytest.param(name, id=name, marks=SCAN_TIMING) for name in datasets.FS_NAMES + datasets.GENERATED_NAMES],
 )
 def dataset(request: pytest.FixtureRequest) -> List[bytes]:
-    """The records of one dataset: a synthetic shape (one record) or a whole FileStorage scan."""
+    """The records of one dataset: a synthetic shape (one record) or a whole FileStorage scan (or generated one)."""
     return datasets.load(request.param)
 
 

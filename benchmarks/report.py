@@ -2,6 +2,7 @@
 
     python benchmarks/report.py [--rust SO] [--fs PATH ...] [--only SET ...]
                                 [--budget SECONDS] [--rounds N] [--json OUT] [--markdown]
+                                [--parts PART ...] [--runs N] [--pg] [--dsn DSN] [--no-server]
 
 Contenders (each only when available; a missing one is a note, not an error):
   pickle    the C unpickler with persistent_load as ZODB uses it; pg_json is
@@ -14,23 +15,47 @@ Both twins are taken with zodb_json_codec._impl.import_twin, so they run in
 one process whatever ZODB_JSON_CODEC_PURE_PYTHON says.
 
 Sets: the ten synthetic shapes the Rust codec publishes numbers for (one
-record each) and whole FileStorage scans (wikipedia and public from
-tests/data, plus any --fs). Operations: decode (record -> dict), encode (the
-contender's own decoded dict -> record), pg_json (record -> JSON text).
+record each), whole FileStorage scans (wikipedia and public from
+tests/data, plus any --fs), and two generated FileStorages of Plone-like
+content (benchmarks/largetext.py): plone_large_text (3 KB-1 MB rich-text
+bodies, 3 MB of pickles) and large_strings (50 KB-1 MB strings).
+Operations: decode (record -> dict), encode (the contender's own decoded
+dict -> record), pg_json (record -> JSON text).
 
-Timing is compare.py's: per set and operation the contenders are timed in
-alternation, the order rotating every round, and each keeps its minimum
-over the rounds; times are per record. Ratios within one run are what count.
+Parts (--parts; the default is sets, threads and load):
+  sets     time per record of each operation on every set, the ratio
+           tables, and pg_json's MB/s of pickle input on the generated sets
+           next to a memcpy of the same bytes timed in the same alternation
+  threads  pg_json records/s with 1 and 2 threads on plone_large_text, for
+           the compiled twin and the Rust codec (see threads.py)
+  load     the load path of a PostgreSQL storage on wikipedia, public and
+           large_strings: (a) json.loads + the storage's @ns walk + Rust
+           encode, (b) json.loads + our encode, (c) our
+           encode_zodb_record_from_pg_json ("not yet" until a twin has it),
+           on PostgreSQL's jsonb text of our pg_json (see loadpath.py)
+  gc       decode with the cycle collector on and results kept, repeated
+           --runs times on wikipedia and public (plus one run with it off),
+           and the objects the collector tracks per decoded record
+  encode   encode_zodb_record against the Rust codec, repeated --runs times
+  pg       records/s loaded one zoid at a time through psycopg from a real
+           table of the wikipedia corpus (pgload.py); --pg adds it
+PostgreSQL (load and pg): --dsn, else a throwaway server started with
+tests/pgserver.py; --no-server makes load use the codec's own text.
 
-The issue's targets are checked and printed as PASS/MISS, never enforced:
-compiled/rust <= 1.0 for every operation on every synthetic shape; <= 0.7
-for decode and pg_json on the wikipedia scan; compiled decode <= 0.8 x
-pickle decode on the wikipedia scan. The exit status is 0 unless something
-errors: a twin that fails on a record makes it 1, after the report.
+Timing: per set and operation the contenders are timed in alternation,
+the order rotating every round, and each keeps its minimum over the
+rounds; times are per record. Ratios within one run are what count.
+
+Targets are checked and printed as PASS/MISS, never enforced; those of
+the issues on the store path (issue 12) and the load path (issue 13) are
+labelled so. The exit status is 0 unless something errors: a twin that
+fails on a record, the new function giving other bytes than
+json.loads + encode_zodb_record, or a part that could not run (pg without
+a server) make it 1, after the report.
 
 Every contender is timed on the same records: a record that one of them
-cannot read (pickle without the application's classes, the Rust codec on a
-few odd pickles) is left out for all, and the report says how many.
+cannot read (pickle without the application's classes, the Rust codec on
+a few odd pickles) is left out for all, and the report says how many.
 
 Get the Rust .so with:
   pip download --no-deps zodb-json-codec==1.6.1 -d /tmp/rust && unzip -o /tmp/rust/*.whl -d /tmp/rust
@@ -39,27 +64,44 @@ Get the Rust .so with:
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import importlib.util
 import json
 import os
 import platform
 import sys
-import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # datasets, baseline beside this file
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the modules beside this file
 
 import baseline  # noqa: E402
+import containers  # noqa: E402
 import datasets  # noqa: E402
+import loadpath  # noqa: E402
+import pgload  # noqa: E402
+import threads  # noqa: E402
+from timing import MEMCPY_NOTE, interleaved, mb_per_s, memcpy_pass  # noqa: E402
 
 OPS = ("decode", "encode", "pg_json")
 # Ratio tables, numerator over denominator (< 1: the numerator is faster).
 RATIOS = (("compiled", "rust"), ("compiled", "pickle"), ("pure", "pickle"), ("compiled", "pure"))
 # The contenders that are this project: their failures are errors, the others' are notes.
 OURS = ("compiled", "pure")
+
+PARTS = ("sets", "threads", "load", "gc", "encode", "pg")
+DEFAULT_PARTS = ("sets", "threads", "load")
+#: Sets whose pg_json MB/s is shown, beside memcpy's.
+THROUGHPUT_SETS = datasets.GENERATED_NAMES
+THREAD_SETS = ("plone_large_text",)
+THREAD_COUNTS = (1, 2)
+GC_SETS = ("wikipedia", "public")
+LOAD_SETS = ("wikipedia", "public", "large_strings")
+PG_SET = "wikipedia"
+EVERY_CORPUS = datasets.SYNTHETIC_NAMES + datasets.FS_NAMES + datasets.GENERATED_NAMES
 
 
 @dataclass(frozen=True)
@@ -69,13 +111,24 @@ class Target:
     sets: Tuple[str, ...]
     ops: Tuple[str, ...]
     limit: float
+    label: str = ""
 
 
 TARGETS = (
     Target("compiled", "rust", datasets.SYNTHETIC_NAMES, OPS, 1.0),
     Target("compiled", "rust", ("wikipedia",), ("decode", "pg_json"), 0.7),
-    Target("compiled", "pickle", ("wikipedia",), ("decode",), 0.8),
+    Target("compiled", "rust", EVERY_CORPUS, ("pg_json",), 0.5, "issue 12"),
+    Target("compiled", "pickle", GC_SETS, ("decode",), 0.8, "issue 12"),
 )
+# Goals of the other parts, by the issue that sets them.
+THREADS_GOAL = 1.7  # issue 12: 2-thread over 1-thread records/s of the compiled twin, at least
+GC_GOALS = (("pickle", 0.8), ("rust", 0.5))  # issue 12: compiled decode over these, in every run
+ENCODE_GOAL = 0.6  # issue 13: compiled/rust encode in every run
+ENCODE_GOAL_SETS = datasets.SYNTHETIC_NAMES + datasets.FS_NAMES
+LOAD_GOALS = (("(c)", "(b)", 0.25), ("(c)", "(a)", 0.15))  # issue 13, on wikipedia
+LOAD_GOAL_SET = "wikipedia"
+LOAD_MEMCPY_GOAL = 2.0  # issue 13: (c)'s time within 2x memcpy's on large_strings
+LOAD_MEMCPY_SET = "large_strings"
 
 
 @dataclass(frozen=True)
@@ -85,15 +138,23 @@ class Contender:
     decode: Callable[[bytes], Any]
     encode: Callable[[Any], bytes]
     pg_json: Callable[[bytes], Any]
+    # encode_zodb_record_from_pg_json, once a twin has it (issue 13).
+    from_pg_json: Optional[Callable[[str, str, Any], bytes]] = None
 
 
-def _contender(name: str, decoder: ModuleType, encoder: ModuleType) -> Contender:
+def _find(modules: Sequence[ModuleType], name: str) -> Optional[Callable]:
+    """The function called name in the first of modules that has it."""
+    return next((getattr(m, name) for m in modules if hasattr(m, name)), None)
+
+
+def _contender(name: str, *modules: ModuleType) -> Contender:
     return Contender(
         name=name,
-        source=getattr(decoder, "__file__", "?"),
-        decode=decoder.decode_zodb_record,
-        encode=encoder.encode_zodb_record,
-        pg_json=decoder.decode_zodb_record_for_pg_json,
+        source=getattr(modules[0], "__file__", "?"),
+        decode=_find(modules, "decode_zodb_record"),
+        encode=_find(modules, "encode_zodb_record"),
+        pg_json=_find(modules, "decode_zodb_record_for_pg_json"),
+        from_pg_json=_find(modules, loadpath.NEW_FUNCTION),
     )
 
 
@@ -111,10 +172,10 @@ def gather_contenders(rust: Optional[ModuleType]) -> Tuple[Dict[str, Contender],
     """The available contenders, in column order, and notes on the missing ones."""
     from zodb_json_codec import _impl
 
-    contenders = {"pickle": _contender("pickle", baseline, baseline)}
+    contenders = {"pickle": _contender("pickle", baseline)}
     notes = []
     if rust is not None:
-        contenders["rust"] = _contender("rust", rust, rust)
+        contenders["rust"] = _contender("rust", rust)
     else:
         notes.append("rust: not timed (give --rust PATH_TO_SO)")
     try:
@@ -123,6 +184,9 @@ def gather_contenders(rust: Optional[ModuleType]) -> Tuple[Dict[str, Contender],
         state = "installed but does not import" if _impl.compiled_installed() else "not built"
         notes.append(f"compiled: column omitted, the Cython twin is {state} ({exc})")
     contenders["pure"] = _contender("pure", *_impl.import_twin("python"))
+    for name in OURS:
+        if name in contenders and contenders[name].from_pg_json is None:
+            notes.append(f"{name}: {loadpath.NEW_FUNCTION} {loadpath.NOT_YET} (load path (c) not timed)")
     return contenders, notes
 
 
@@ -132,38 +196,6 @@ def load_sets(only: Optional[Sequence[str]], extra_fs: Sequence[str]) -> Dict[st
     for path in extra_fs:
         sets["fs:" + os.path.basename(path)] = datasets.fs_records(path)
     return sets
-
-
-# loop_size() and interleaved() are compare.py's, so the numbers are comparable with its runs.
-def loop_size(fn: Callable[[], Any], budget: float) -> int:
-    """Calls per timed loop so that one loop takes about budget/10 seconds."""
-    n = 1
-    while True:
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        if time.perf_counter() - t0 > budget / 10 or n >= 1 << 20:
-            return n
-        n *= 2
-
-
-def interleaved(fns: Dict[str, Callable[[], Any]], budget: float, rounds: int = 15) -> Dict[str, float]:
-    """Minimum seconds per call for each fn, timing them in alternation.
-
-    Alternating the contenders within every round spreads the machine's
-    noise evenly over them, so their ratio is steadier than their times.
-    """
-    sizes = {k: loop_size(f, budget) for k, f in fns.items()}
-    best = {k: float("inf") for k in fns}
-    order = list(fns)
-    for r in range(rounds):
-        for k in order[r % len(order):] + order[:r % len(order)]:
-            f, n = fns[k], sizes[k]
-            t0 = time.perf_counter()
-            for _ in range(n):
-                f()
-            best[k] = min(best[k], (time.perf_counter() - t0) / n)
-    return best
 
 
 def unreadable(c: Contender, items: Sequence[bytes]) -> Dict[int, str]:
@@ -178,37 +210,65 @@ def unreadable(c: Contender, items: Sequence[bytes]) -> Dict[int, str]:
     return failed
 
 
+def usable_records(contenders: Dict[str, Contender], all_items: List[bytes]) -> Tuple[List[bytes], Dict[str, Any]]:
+    """The records every contender reads, and what was left out ("left_out" counts, first "errors")."""
+    failures = {name: unreadable(c, all_items) for name, c in contenders.items()}
+    failures = {name: failed for name, failed in failures.items() if failed}
+    skipped = {i for failed in failures.values() for i in failed}
+    items = [data for i, data in enumerate(all_items) if i not in skipped]
+    return items, {
+        "records": len(items),
+        "scanned": len(all_items),
+        "bytes": sum(map(len, items)),
+        "left_out": {name: len(failed) for name, failed in failures.items()},
+        "errors": {name: next(iter(failed.values())) for name, failed in failures.items()},
+    }
+
+
+def op_passes(
+    contenders: Dict[str, Contender], items: List[bytes], ops: Sequence[str] = OPS
+) -> Dict[str, Dict[str, Callable[[], Any]]]:
+    """One pass over items per operation and contender; each contender encodes what it decoded itself.
+
+    The decoded dicts for encode are made (and stay alive) only when encode is among ops: they
+    would give the cycle collector more to walk while decode is timed.
+    """
+    calls: Dict[str, Dict[str, Callable[[], Any]]] = {op: {} for op in ops}
+    for name, c in contenders.items():
+        if "decode" in ops:
+            calls["decode"][name] = lambda fn=c.decode, xs=items: [fn(x) for x in xs]
+        if "encode" in ops:
+            decoded = [c.decode(data) for data in items]
+            calls["encode"][name] = lambda fn=c.encode, xs=decoded: [fn(x) for x in xs]
+        if "pg_json" in ops:
+            calls["pg_json"][name] = lambda fn=c.pg_json, xs=items: [fn(x) for x in xs]
+    return calls
+
+
 def bench_sets(
-    contenders: Dict[str, Contender], sets: Dict[str, List[bytes]], budget: float, rounds: int
+    contenders: Dict[str, Contender],
+    sets: Dict[str, List[bytes]],
+    budget: float,
+    rounds: int,
+    usable: Optional[Callable[[str], Tuple[List[bytes], Dict[str, Any]]]] = None,
 ) -> List[Dict[str, Any]]:
     """One row per set: "<contender>.<op>" seconds per record, and what was left out.
 
     Every contender is timed on the same records: those none of them fails
     on (pickle cannot load records whose classes are not importable, and the
     Rust codec rejects a few). "left_out" counts each contender's failures,
-    "errors" gives its first message.
+    "errors" gives its first message (usable(label) gives both, when the
+    caller has them already). On THROUGHPUT_SETS a memcpy of each record
+    joins pg_json's alternation, as "memcpy.pg_json".
     """
     rows = []
     for label, all_items in sets.items():
-        failures = {name: unreadable(c, all_items) for name, c in contenders.items()}
-        failures = {name: failed for name, failed in failures.items() if failed}
-        skipped = {i for failed in failures.values() for i in failed}
-        items = [data for i, data in enumerate(all_items) if i not in skipped]
-        row: Dict[str, Any] = {
-            "set": label,
-            "records": len(items),
-            "scanned": len(all_items),
-            "left_out": {name: len(failed) for name, failed in failures.items()},
-            "errors": {name: next(iter(failed.values())) for name, failed in failures.items()},
-        }
+        items, meta = usable(label) if usable else usable_records(contenders, all_items)
+        row: Dict[str, Any] = {"set": label, **meta}
         if items:
-            calls: Dict[str, Dict[str, Callable[[], Any]]] = {op: {} for op in OPS}
-            for name, c in contenders.items():
-                # Each contender encodes what it decoded itself.
-                decoded = [c.decode(data) for data in items]
-                calls["decode"][name] = lambda fn=c.decode, xs=items: [fn(x) for x in xs]
-                calls["encode"][name] = lambda fn=c.encode, xs=decoded: [fn(x) for x in xs]
-                calls["pg_json"][name] = lambda fn=c.pg_json, xs=items: [fn(x) for x in xs]
+            calls = op_passes(contenders, items)
+            if label in THROUGHPUT_SETS:
+                calls["pg_json"]["memcpy"] = memcpy_pass(items)
             for op, fns in calls.items():
                 for name, secs in interleaved(fns, budget, rounds).items():
                     row[f"{name}.{op}"] = secs / len(items)
@@ -236,17 +296,19 @@ def render(title: str, header: Sequence[str], lines: Sequence[Sequence[str]], ma
     return "\n".join([title, fmt(header), *(fmt(cells) for cells in lines)]) + "\n"
 
 
+def micros(secs: Optional[float]) -> str:
+    return f"{secs * 1e6:.2f} µs" if secs else "n/a"
+
+
+def records_cell(row: Dict[str, Any]) -> str:
+    timed, scanned = row["records"], row["scanned"]
+    return str(timed) if timed == scanned else f"{timed} of {scanned}"
+
+
 def times_tables(rows: List[Dict[str, Any]], names: Sequence[str], markdown: bool) -> List[str]:
     tables = []
     for op in OPS:
-        lines = []
-        for row in rows:
-            timed, scanned = row["records"], row["scanned"]
-            cells = [row["set"], str(timed) if timed == scanned else f"{timed} of {scanned}"]
-            for name in names:
-                secs = row.get(f"{name}.{op}")
-                cells.append(f"{secs * 1e6:.2f} µs" if secs else "n/a")
-            lines.append(cells)
+        lines = [[row["set"], records_cell(row), *(micros(row.get(f"{name}.{op}")) for name in names)] for row in rows]
         tables.append(render(f"{op}: time per record", ["set", "records", *names], lines, markdown))
     return tables
 
@@ -265,12 +327,43 @@ def ratio_tables(rows: List[Dict[str, Any]], names: Sequence[str], markdown: boo
     return tables
 
 
+def throughput_table(rows: List[Dict[str, Any]], names: Sequence[str], markdown: bool) -> List[str]:
+    """pg_json's MB/s of pickle input where memcpy was timed beside the contenders."""
+    lines = []
+    for row in rows:
+        if "memcpy.pg_json" not in row:
+            continue
+        cells = [row["set"], f"{row['bytes'] / 1e6:.2f}"]
+        for name in ("memcpy", *names):
+            secs = row.get(f"{name}.pg_json")
+            cells.append(f"{mb_per_s(row['bytes'], secs * row['records']):,.0f}" if secs else "n/a")
+        lines.append(cells)
+    if not lines:
+        return []
+    title = f"pg_json: MB/s of pickle input ({MEMCPY_NOTE})"
+    return [render(title, ["set", "MB", "memcpy", *names], lines, markdown)]
+
+
+def verdict(
+    what: str, value: Optional[float], limit: float, at_least: bool = False, why_not: str = "", detail: str = ""
+) -> str:
+    """One target line: PASS or MISS with the value (and detail), or n/a with why_not."""
+    if value is None:
+        return f"n/a   {what}: {why_not or 'not measured'}"
+    met = value >= limit if at_least else value <= limit
+    return f"{'PASS' if met else 'MISS'}  {what}: {value:.2f}{' ' + detail if detail else ''}"
+
+
+def _tag(label: str) -> str:
+    return f"[{label}] " if label else ""
+
+
 def check_targets(rows: List[Dict[str, Any]], names: Sequence[str]) -> List[str]:
     """PASS or MISS per target and (set, op); n/a, with the reason, where it cannot be measured."""
     by_set = {row["set"]: row for row in rows}
     lines = []
     for target in TARGETS:
-        ratio_name = f"{target.numerator}/{target.denominator}"
+        ratio_name = f"{_tag(target.label)}{target.numerator}/{target.denominator}"
         missing = [n for n in (target.numerator, target.denominator) if n not in names]
         if missing:
             scope = "every synthetic shape" if target.sets == datasets.SYNTHETIC_NAMES else ", ".join(target.sets)
@@ -284,11 +377,22 @@ def check_targets(rows: List[Dict[str, Any]], names: Sequence[str]) -> List[str]
             for op in target.ops:
                 what = f"{ratio_name} {op} {label} <= {target.limit:.1f}"
                 value = ratio(by_set[label], target.numerator, target.denominator, op)
-                if value is None:
-                    lines.append(f"n/a   {what}: no record every contender reads")
-                else:
-                    lines.append(f"{'PASS' if value <= target.limit else 'MISS'}  {what}: {value:.2f}")
+                lines.append(verdict(what, value, target.limit, why_not="no record every contender reads"))
     return lines
+
+
+def left_out_lines(rows: List[Dict[str, Any]], markdown: bool) -> List[str]:
+    left_out = [row for row in rows if row["left_out"]]
+    if not left_out:
+        return []
+    title = "Records left out (every contender is timed on the same records)"
+    lines = [f"**{title}**\n" if markdown else title]
+    for row in left_out:
+        lines.append(f"- {row['set']}: timed {row['records']} of {row['scanned']} records")
+        for name, count in row["left_out"].items():
+            blame = " (ERROR: a bug of this codec)" if name.split()[-1] in OURS else ""
+            lines.append(f"  - {name} fails on {count}{blame}, first: {row['errors'][name]}")
+    return ["\n".join(lines) + "\n"]
 
 
 def describe_run(contenders: Dict[str, Contender], budget: float, rounds: int) -> List[str]:
@@ -300,23 +404,394 @@ def describe_run(contenders: Dict[str, Contender], budget: float, rounds: int) -
     return lines
 
 
-def print_report(rows: List[Dict[str, Any]], names: Sequence[str], markdown: bool) -> None:
-    """The time and ratio tables, the records left out, and the targets' verdicts."""
-    for table in times_tables(rows, names, markdown) + ratio_tables(rows, names, markdown):
-        print(table)
+# -- the parts ---------------------------------------------------------------
 
-    left_out = [row for row in rows if row["left_out"]]
-    if left_out:
-        title = "Records left out (every contender is timed on the same records)"
-        print(f"**{title}**\n" if markdown else title)
-        for row in left_out:
-            print(f"- {row['set']}: timed {row['records']} of {row['scanned']} records")
-            for name, count in row["left_out"].items():
-                blame = " (ERROR: a bug of this codec)" if name in OURS else ""
-                print(f"  - {name} fails on {count}{blame}, first: {row['errors'][name]}")
-        print()
 
-    target_lines = check_targets(rows, names)
+@dataclass
+class Part:
+    """What one part measured: tables to print, target lines, errors (bugs of ours, or cannot run), raw data."""
+
+    tables: List[str] = field(default_factory=list)
+    targets: List[str] = field(default_factory=list)
+    errors: List[str] = field(default_factory=list)
+    data: Any = None
+
+
+@dataclass
+class Run:
+    """Everything the parts share: options, contenders, the loaded sets, and the PostgreSQL server."""
+
+    args: argparse.Namespace
+    contenders: Dict[str, Contender]
+    sets: Dict[str, List[bytes]]
+    server: "Server"
+    _usable: Dict[str, Tuple[List[bytes], Dict[str, Any]]] = field(default_factory=dict)
+
+    def usable(self, label: str) -> Tuple[List[bytes], Dict[str, Any]]:
+        """usable_records() of a set, checked once per run."""
+        if label not in self._usable:
+            self._usable[label] = usable_records(self.contenders, self.sets[label])
+        return self._usable[label]
+
+    @property
+    def names(self) -> List[str]:
+        return list(self.contenders)
+
+    def pick(self, *names: str) -> Dict[str, Contender]:
+        return {n: self.contenders[n] for n in names if n in self.contenders}
+
+    def ours(self) -> Optional[Contender]:
+        """The twin a storage would run: compiled when built, else pure."""
+        return self.contenders.get("compiled") or self.contenders.get("pure")
+
+    def chosen(self, wanted: Sequence[str]) -> List[str]:
+        """The sets of wanted that were loaded and have records every contender reads."""
+        return [label for label in wanted if label in self.sets and self.usable(label)[0]]
+
+    def not_run(self, part: str, wanted: Sequence[str]) -> List[str]:
+        """Target lines (n/a) for the sets of wanted that part cannot time, and why."""
+        missing = [label for label in wanted if label not in self.sets]
+        empty = [label for label in wanted if label in self.sets and not self.usable(label)[0]]
+        lines = [f"n/a   {part} on {', '.join(missing)}: not run (--only)"] if missing else []
+        if empty:
+            lines.append(f"n/a   {part} on {', '.join(empty)}: no record every contender reads")
+        return lines
+
+
+class Server:
+    """The PostgreSQL of a run: --dsn, or a throwaway one started on first use; the reason when there is none."""
+
+    def __init__(self, dsn: Optional[str], allowed: bool, stack: contextlib.ExitStack) -> None:
+        self._dsn, self._allowed, self._stack = dsn, allowed, stack
+        self._started: Optional[Tuple[Optional[str], str]] = None
+
+    def get(self) -> Tuple[Optional[str], str]:
+        """(dsn, what it is), or (None, why there is none)."""
+        if self._started is None:
+            if not self._allowed and self._dsn is None:
+                self._started = (None, "no server asked for (--no-server)")
+            else:
+                try:
+                    self._started = self._stack.enter_context(pgload.server(self._dsn))
+                except Exception as exc:  # noqa: BLE001 - a missing server is reported, not raised
+                    self._started = (None, f"no PostgreSQL: {type(exc).__name__}: {exc}"[:300])
+        return self._started
+
+
+def part_sets(run: Run) -> Part:
+    rows = bench_sets(run.contenders, run.sets, run.args.budget, run.args.rounds, run.usable)
+    md = run.args.markdown
+    tables = times_tables(rows, run.names, md) + ratio_tables(rows, run.names, md)
+    tables += throughput_table(rows, run.names, md) + left_out_lines(rows, md)
+    errors = [f"{name} fails on {row['set']}" for row in rows for name in row["left_out"] if name in OURS]
+    return Part(tables, check_targets(rows, run.names), errors, rows)
+
+
+def part_threads(run: Run) -> Part:
+    """pg_json records/s of 1 and 2 threads, compiled twin and Rust codec in one alternation."""
+    functions = {name: c.pg_json for name, c in run.pick("rust", "compiled").items()}
+    part = Part(targets=run.not_run("threads", THREAD_SETS), data={})
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    lines = []
+    for label in run.chosen(THREAD_SETS):
+        items, _ = run.usable(label)
+        rates = threads.thread_throughput(functions, items, THREAD_COUNTS, run.args.budget, run.args.rounds)
+        part.data[label] = rates
+        for name, by_count in rates.items():
+            speeds = [by_count[k]["records/s"] for k in THREAD_COUNTS]
+            lines.append([label, name, *(f"{v:,.0f}" for v in speeds), f"{speeds[1] / speeds[0]:.2f}",
+                          *(f"{by_count[k]['cpu/wall']:.2f}" for k in THREAD_COUNTS)])
+        what = f"[issue 12] compiled pg_json 2 threads/1 thread records/s {label} >= {THREADS_GOAL}"
+        compiled = rates.get("compiled")
+        value = compiled[2]["records/s"] / compiled[1]["records/s"] if compiled else None
+        part.targets.append(verdict(what, value, THREADS_GOAL, at_least=True, why_not="no compiled twin"))
+    title = (f"threads: pg_json records/s ({os.cpu_count()} cores, load average {load} before; k threads start"
+             " together at a barrier, each makes one whole pass over the set; records/s = k x records / wall"
+             " time; CPU/wall: the process's CPU time over wall time, about k x the 1-thread value when the"
+             " threads run at once)")
+    header = ["set", "contender", *(f"{k} thread{'s' if k > 1 else ''}" for k in THREAD_COUNTS), "2/1",
+              *(f"CPU/wall {k}" for k in THREAD_COUNTS)]
+    part.tables.append(render(title, header, lines, run.args.markdown))
+    return part
+
+
+def _load_functions(run: Run) -> Dict[str, Callable[[loadpath.Row], Any]]:
+    """The load path's contenders per row, in column order; (c) only for twins that have the function."""
+    fns: Dict[str, Callable[[loadpath.Row], Any]] = {}
+    if "rust" in run.contenders:
+        fns["(a) old"] = loadpath.old_path(run.contenders["rust"].encode)
+    fns.update(loadpath.parts())
+    for name, c in run.pick(*OURS).items():
+        fns[f"(b) {name}"] = loadpath.dict_path(c.encode)
+    for name, c in run.pick(*OURS).items():
+        if c.from_pg_json is not None:
+            fns[f"(c) {name}"] = loadpath.text_path(c.from_pg_json)
+    return fns
+
+
+def _failing_rows(fns: Dict[str, Callable[[loadpath.Row], Any]], rows: List[loadpath.Row]) -> Dict[str, Dict[int, str]]:
+    failed: Dict[str, Dict[int, str]] = {}
+    for label, fn in fns.items():
+        for i, row in enumerate(rows):
+            try:
+                fn(row)
+            except Exception as exc:  # noqa: BLE001 - reported; an error when it is ours
+                failed.setdefault(label, {})[i] = f"{type(exc).__name__}: {exc}"[:200]
+    return failed
+
+
+def bench_load_set(run: Run, label: str, dsn: Optional[str], part: Part) -> Dict[str, Any]:
+    """Seconds per record of each load contender on one set, after checking that (c) gives (b)'s bytes."""
+    ours = run.ours()
+    items, meta = run.usable(label)
+    rows = loadpath.state_texts(items, ours.pg_json, dsn)
+    fns = _load_functions(run)
+    failed = _failing_rows(fns, rows)
+    skipped = {i for bad in failed.values() for i in bad}
+    rows = [row for i, row in enumerate(rows) if i not in skipped]
+    for name in OURS:
+        if f"(c) {name}" in fns:
+            wrong = loadpath.differences(fns[f"(c) {name}"], fns[f"(b) {name}"], rows)
+            if wrong:
+                part.errors.append(f"load {label}: (c) {name} gives other bytes than (b) {name} on {wrong} records")
+    for fn_label, bad in failed.items():
+        if fn_label.split()[-1] in OURS:
+            first = next(iter(bad.values()))
+            part.errors.append(f"load {label}: {fn_label} fails on {len(bad)} records, first: {first}")
+    texts = [row[2].encode("utf-8") for row in rows]
+    passes = {fn_label: (lambda fn=fn: [fn(row) for row in rows]) for fn_label, fn in fns.items()}
+    passes["memcpy"] = memcpy_pass(texts)
+    result = {"set": label, "records": len(rows), "scanned": meta["scanned"], "bytes": sum(map(len, texts)),
+              "left_out": {**meta["left_out"], **{k: len(v) for k, v in failed.items()}},
+              "errors": {**meta["errors"], **{k: next(iter(v.values())) for k, v in failed.items()}}}
+    if rows:
+        for fn_label, secs in interleaved(passes, run.args.budget, run.args.rounds).items():
+            result[fn_label] = secs / len(rows)
+    return result
+
+
+def _load_cell(result: Dict[str, Any], label: str) -> str:
+    if label.startswith("(c)") and label not in result:
+        return loadpath.NOT_YET
+    return micros(result.get(label))
+
+
+def _load_ratio(result: Dict[str, Any], numerator: str, denominator: str) -> Optional[float]:
+    a, b = result.get(numerator), result.get(denominator)
+    return a / b if a and b else None
+
+
+def load_tables(results: List[Dict[str, Any]], ours: str, source: str, markdown: bool) -> List[str]:
+    columns = ["(a) old", "json.loads", "walk", *(f"(b) {n}" for n in OURS), *(f"(c) {n}" for n in OURS)]
+    lines = [[r["set"], records_cell(r), *(_load_cell(r, c) for c in columns)] for r in results]
+    tables = [render(f"load path: time per record (state_json: {source})", ["set", "records", *columns],
+                     lines, markdown)]
+    pairs = [(f"(b) {ours}", "(a) old"), (f"(c) {ours}", f"(b) {ours}"), (f"(c) {ours}", "(a) old")]
+    lines = []
+    for r in results:
+        cells = [r["set"]]
+        for a, b in pairs:
+            value = _load_ratio(r, a, b)
+            absent = loadpath.NOT_YET if a.startswith("(c)") and a not in r else "n/a"
+            cells.append(f"{value:.2f}" if value else absent)
+        lines.append(cells)
+    tables.append(render("load path: time ratios (< 1: the first is faster)", ["set", *(f"{a}/{b}" for a, b in pairs)],
+                         lines, markdown))
+    columns = ["memcpy", "(a) old", f"(b) {ours}", f"(c) {ours}"]
+    lines = []
+    for r in results:
+        cells = [r["set"], f"{r['bytes'] / 1e6:.2f}"]
+        for c in columns:
+            secs = r.get(c)
+            cells.append(f"{mb_per_s(r['bytes'], secs * r['records']):,.0f}" if secs else
+                         (loadpath.NOT_YET if c.startswith("(c)") else "n/a"))
+        lines.append(cells)
+    tables.append(render(f"load path: MB/s of state_json (UTF-8 bytes) input ({MEMCPY_NOTE})",
+                         ["set", "MB", *columns], lines, markdown))
+    return tables
+
+
+def load_targets(results: List[Dict[str, Any]], ours: str) -> List[str]:
+    by_set = {r["set"]: r for r in results}
+    lines = []
+    not_yet = f"{loadpath.NOT_YET} (no {loadpath.NEW_FUNCTION} in the {ours} twin)"
+    if LOAD_GOAL_SET in by_set:
+        r = by_set[LOAD_GOAL_SET]
+        for a, b, limit in LOAD_GOALS:
+            num, den = f"{a} {ours}", (f"{b} {ours}" if b == "(b)" else "(a) old")
+            why = not_yet if num not in r else f"no {den} timed"
+            lines.append(verdict(f"[issue 13] load {num}/{den} {LOAD_GOAL_SET} <= {limit}",
+                                 _load_ratio(r, num, den), limit, why_not=why))
+    if LOAD_MEMCPY_SET in by_set:
+        r = by_set[LOAD_MEMCPY_SET]
+        num = f"(c) {ours}"
+        lines.append(verdict(f"[issue 13] load {num} time/memcpy time {LOAD_MEMCPY_SET} <= {LOAD_MEMCPY_GOAL}",
+                             _load_ratio(r, num, "memcpy"), LOAD_MEMCPY_GOAL, why_not=not_yet))
+    return lines
+
+
+def part_load(run: Run) -> Part:
+    """(a), (b), (c) per record on LOAD_SETS, on PostgreSQL's jsonb text when a server is there."""
+    dsn, what = run.server.get()
+    source = f"PostgreSQL's jsonb text output, from {what}" if dsn else f"the codec's own text ({what})"
+    part = Part(targets=run.not_run("load", LOAD_SETS), data={"state_json": source})
+    ours = run.ours().name
+    results = []
+    for label in run.chosen(LOAD_SETS):
+        results.append(bench_load_set(run, label, dsn, part))
+        print(".", end="", flush=True, file=sys.stderr)
+    print(file=sys.stderr)
+    part.data["rows"] = results
+    part.tables = load_tables(results, ours, source, run.args.markdown) + left_out_lines(results, run.args.markdown)
+    part.targets += load_targets(results, ours)
+    return part
+
+
+def _decode_ratios(run: Run, items: List[bytes]) -> Dict[str, float]:
+    """Seconds per record of decode, pickle, rust and compiled in one alternation (results kept per pass)."""
+    fns = op_passes(run.pick("pickle", "rust", "compiled"), items, ("decode",))["decode"]
+    return {name: secs / len(items) for name, secs in interleaved(fns, run.args.budget, run.args.rounds).items()}
+
+
+def part_gc(run: Run) -> Part:
+    """decode repeated --runs times with the collector on, one run with it off, and tracked objects per record."""
+    part = Part(targets=run.not_run("gc", GC_SETS), data={"runs": [], "containers": {}})
+    chosen = run.chosen(GC_SETS)
+    items = {label: run.usable(label)[0] for label in chosen}
+    lines = []
+    for number in [*range(1, run.args.runs + 1), "off"]:
+        for label in chosen:
+            if number == "off":
+                gc.disable()
+            try:
+                times = _decode_ratios(run, items[label])
+            finally:
+                gc.enable()
+            part.data["runs"].append({"run": number, "set": label, **times})
+            cells = ["collector off" if number == "off" else f"run {number}", label,
+                     *(micros(times.get(n)) for n in ("pickle", "rust", "compiled"))]
+            cells += [f"{times['compiled'] / times[n]:.2f}" if n in times and "compiled" in times else "n/a"
+                      for n, _ in GC_GOALS]
+            lines.append(cells)
+    header = ["run", "set", "pickle", "rust", "compiled", *(f"compiled/{n}" for n, _ in GC_GOALS)]
+    part.tables.append(render("decode, results kept (a list per pass), cycle collector on unless said",
+                              header, lines, run.args.markdown))
+    part.targets += gc_targets(part.data["runs"], chosen, run.args.runs)
+    part.tables.append(container_table(run, items, part))
+    return part
+
+
+def gc_targets(runs: List[Dict[str, Any]], chosen: Sequence[str], count: int) -> List[str]:
+    lines = []
+    for label in chosen:
+        for name, limit in GC_GOALS:
+            values = [r["compiled"] / r[name] for r in runs
+                      if r["set"] == label and r["run"] != "off" and "compiled" in r and name in r]
+            what = f"[issue 12] compiled/{name} decode {label} <= {limit} in each of {count} runs (collector on)"
+            worst = max(values) if len(values) == count else None
+            shown = "worst run; all: " + " ".join(f"{v:.2f}" for v in values)
+            lines.append(verdict(what, worst, limit, why_not=f"no {name} or compiled timed", detail=f"({shown})"))
+    return lines
+
+
+def container_table(run: Run, items: Dict[str, List[bytes]], part: Part) -> str:
+    lines = []
+    for label, records in items.items():
+        for name, c in run.contenders.items():
+            counts = containers.tracked_per_record(c.decode, records)
+            part.data["containers"].setdefault(label, {})[name] = counts
+            kept, allocated = counts["kept"], counts["allocated"]
+            lines.append([label, name, *(f"{kept[k]:.1f}" for k in (*containers.KINDS, "all")),
+                          f"{allocated['all']:.1f}", f"{counts['garbage']:.2f}"])
+    title = ("objects tracked by the cycle collector per decoded record (gc.get_objects() after minus before"
+             " decoding the set into a list, collector off meanwhile; 'kept': after one gc.collect(),"
+             " 'allocated': before it; 'garbage': unreachable objects that collection freed)")
+    header = ["set", "contender", *(f"kept {k}" for k in containers.KINDS), "kept all", "allocated all", "garbage"]
+    return render(title, header, lines, run.args.markdown)
+
+
+def part_encode(run: Run) -> Part:
+    """compiled/rust encode on every chosen built-in set, --runs times, each run a fresh alternation."""
+    pair = run.pick("rust", "compiled")
+    part = Part(data=[])
+    if len(pair) < 2:
+        part.targets.append(f"n/a   [issue 13] compiled/rust encode <= {ENCODE_GOAL}: no rust or compiled timed")
+        return part
+    labels = run.chosen([label for label in run.sets if label in datasets.NAMES])
+    items = {label: run.usable(label)[0] for label in labels}
+    ratios: Dict[str, List[float]] = {label: [] for label in labels}
+    for _ in range(run.args.runs):
+        for label in labels:
+            times = interleaved(op_passes(pair, items[label], ("encode",))["encode"], run.args.budget, run.args.rounds)
+            ratios[label].append(times["compiled"] / times["rust"])
+        print(".", end="", flush=True, file=sys.stderr)
+    print(file=sys.stderr)
+    part.data = ratios
+    lines = [[label, *(f"{v:.2f}" for v in values), f"{max(values):.2f}"] for label, values in ratios.items()]
+    header = ["set", *(f"run {i}" for i in range(1, run.args.runs + 1)), "worst"]
+    part.tables.append(render("encode: compiled/rust time ratio per run (< 1: compiled is faster)",
+                              header, lines, run.args.markdown))
+    part.targets += run.not_run("encode", ENCODE_GOAL_SETS)
+    for label in run.chosen(ENCODE_GOAL_SETS):
+        values = ratios[label]
+        what = f"[issue 13] compiled/rust encode {label} <= {ENCODE_GOAL} in each of {run.args.runs} runs"
+        shown = "worst run; all: " + " ".join(f"{v:.2f}" for v in values)
+        part.targets.append(verdict(what, max(values), ENCODE_GOAL, detail=f"({shown})"))
+    return part
+
+
+def part_pg(run: Run) -> Part:
+    """Records/s loaded zoid by zoid from a pg-export table of the wikipedia corpus, per load path."""
+    part = Part(data={})
+    dsn, what = run.server.get()
+    if dsn is None:
+        part.errors.append(f"pg: not run, {what}")
+        return part
+    import psycopg
+
+    ours, rust = run.ours(), run.contenders.get("rust")
+    try:
+        pgload.export(datasets.storage_path(PG_SET), dsn)
+    except RuntimeError as exc:
+        part.errors.append(f"pg: not run, {exc}")
+        return part
+    try:
+        with psycopg.connect(dsn) as conn:
+            ids = pgload.zoids(conn)
+            fns = pgload.loaders(conn, rust.encode if rust else None, ours.encode, ours.from_pg_json, ours.name)
+            new, old = fns.get(f"(c) {ours.name}"), fns[f"(b) {ours.name}"]
+            if new is not None:
+                wrong = sum(1 for zoid in ids if new(zoid) != old(zoid))
+                if wrong:
+                    part.errors.append(f"pg: (c) {ours.name} gives other bytes than (b) on {wrong} records")
+            times = interleaved(pgload.passes(fns, ids), run.args.budget, run.args.rounds)
+            conn.rollback()
+    finally:
+        pgload.drop(dsn)
+    part.data = {"server": what, "records": len(ids), **{k: v / len(ids) for k, v in times.items()}}
+    labels = ["fetch only", "(a) old", f"(b) {ours.name}", f"(c) {ours.name}"]
+    lines = []
+    for label in labels:
+        secs = part.data.get(label)
+        if secs is None:
+            absent = loadpath.NOT_YET if label.startswith("(c)") else "n/a"
+            lines.append([label, absent, absent, absent])
+            continue
+        versus = part.data.get("(a) old")
+        lines.append([label, f"{1 / secs:,.0f}", micros(secs), f"{versus / secs:.2f}" if versus else "n/a"])
+    title = (f"pg: loading {len(ids)} {PG_SET} objects one zoid at a time through psycopg {psycopg.__version__}"
+             f" from {what} (records/s; speed-up over (a))")
+    part.tables.append(render(title, ["path", "records/s", "per record", "x (a)"], lines, run.args.markdown))
+    return part
+
+
+PART_FUNCTIONS: Dict[str, Callable[[Run], Part]] = {
+    "sets": part_sets, "threads": part_threads, "load": part_load,
+    "gc": part_gc, "encode": part_encode, "pg": part_pg,
+}
+
+
+def print_targets(target_lines: List[str], markdown: bool) -> None:
     print("**Targets**\n" if markdown else "Targets")
     for line in target_lines:
         print(f"- {line}" if markdown else f"  {line}")
@@ -348,7 +823,17 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                     help="rounds of alternation; each contender keeps its minimum (default 15)")
     ap.add_argument("--json", metavar="OUT", help="write the raw rows (seconds per record) to this file")
     ap.add_argument("--markdown", action="store_true", help="print the tables as Markdown, for docs/performance.md")
+    ap.add_argument("--parts", nargs="+", choices=PARTS, default=list(DEFAULT_PARTS), metavar="PART",
+                    help=f"what to measure (of: {', '.join(PARTS)}; default: {' '.join(DEFAULT_PARTS)})")
+    ap.add_argument("--runs", type=_positive(int), default=5, metavar="N",
+                    help="repetitions of the gc and encode parts' comparisons (default 5)")
+    ap.add_argument("--pg", action="store_true", help="add the pg part (end-to-end loads from PostgreSQL)")
+    ap.add_argument("--dsn", metavar="DSN", help="a PostgreSQL for the load and pg parts (default: a throwaway one)")
+    ap.add_argument("--no-server", action="store_true",
+                    help="start no PostgreSQL: the load part times the codec's own text (pg needs --dsn then)")
     args = ap.parse_args(argv)
+    if args.pg and "pg" not in args.parts:
+        args.parts.append("pg")
     for path in args.fs:
         if not os.path.isfile(path):
             ap.error(f"--fs {path}: no such file")
@@ -363,20 +848,32 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     contenders, notes = gather_contenders(getattr(args, "rust_module", None))
-    names = list(contenders)
     for line in describe_run(contenders, args.budget, args.rounds) + notes:
         print(f"- {line}" if args.markdown else line)
     print()
 
-    rows = bench_sets(contenders, load_sets(args.only, args.fs), args.budget, args.rounds)
-    print_report(rows, names, args.markdown)
+    target_lines: List[str] = []
+    errors: List[str] = []
+    raw: Dict[str, Any] = {}
+    with contextlib.ExitStack() as stack:
+        run = Run(args, contenders, load_sets(args.only, args.fs), Server(args.dsn, not args.no_server, stack))
+        for name in (p for p in PARTS if p in args.parts):
+            part = PART_FUNCTIONS[name](run)
+            for table in part.tables:
+                print(table, flush=True)
+            target_lines += part.targets
+            errors += part.errors
+            raw[name] = part.data
+    print_targets(target_lines, args.markdown)
+    if errors:
+        print("\nErrors:\n" + "\n".join(f"  {e}" for e in errors))
 
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
-            run = {"python": sys.version, "budget": args.budget, "rounds": args.rounds}
-            json.dump({**run, "contenders": {n: c.source for n, c in contenders.items()}, "rows": rows}, f, indent=1)
-    # A twin failing on a record is a bug of this project: report it as an error.
-    return 1 if any(name in OURS for row in rows for name in row["left_out"]) else 0
+            info = {"python": sys.version, "budget": args.budget, "rounds": args.rounds, "runs": args.runs}
+            contender_files = {n: c.source for n, c in contenders.items()}
+            json.dump({**info, "contenders": contender_files, "rows": raw.get("sets", []), "parts": raw}, f, indent=1)
+    return 1 if errors else 0
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Fixtures shared by the suite: ``impl`` (each twin in turn) and ``pg_dsn`` (a throwaway PostgreSQL)."""
+"""Fixtures shared by the suite: ``impl`` (each twin in turn), ``pg_dsn`` and ``module_pg_dsn`` (throwaway PostgreSQLs)."""
 
 from __future__ import annotations
 
@@ -21,14 +21,24 @@ def impl(request: pytest.FixtureRequest) -> SimpleNamespace:
     return load_twin(request.param)
 
 
-@pytest.fixture(scope="session")
-def pg_dsn() -> Iterator[str]:
-    """DSN of a throwaway PostgreSQL for the whole session; fails (never skips) if it cannot start."""
+def _throwaway_postgresql(purpose: str) -> Iterator[str]:
     try:
         server = PgServer.start()
     except PgServerError as exc:
-        pytest.fail(f"cannot start PostgreSQL for the jsonb tests: {exc}", pytrace=False)
+        pytest.fail(f"cannot start PostgreSQL for {purpose}: {exc}", pytrace=False)
     try:
         yield server.dsn
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_dsn() -> Iterator[str]:
+    """DSN of a throwaway PostgreSQL for the whole session; fails (never skips) if it cannot start."""
+    yield from _throwaway_postgresql("the jsonb tests")
+
+
+@pytest.fixture(scope="module")
+def module_pg_dsn() -> Iterator[str]:
+    """DSN of a throwaway PostgreSQL of the test module's own; fails (never skips) if it cannot start."""
+    yield from _throwaway_postgresql("this test module")

@@ -19,24 +19,41 @@ def _dsn_fields(dsn: str) -> dict:
     return dict(part.split("=", 1) for part in dsn.split())
 
 
-def jsonb_texts(dsn: str, texts: Sequence[str]) -> List[str]:
-    """What PostgreSQL gives back for each text after casting it to jsonb."""
-    if sys.implementation.name == "pypy":
-        import pg8000.native
+class JsonbConnection:
+    """One connection for many round trips (a connection serves one thread at a time)."""
 
-        f = _dsn_fields(dsn)
-        conn = pg8000.native.Connection(f["user"], database=f["dbname"],
-                                        unix_sock=f"{f['host']}/.s.PGSQL.{f['port']}")
-        try:
+    def __init__(self, dsn: str) -> None:
+        self.pypy = sys.implementation.name == "pypy"
+        if self.pypy:
+            import pg8000.native
+
+            f = _dsn_fields(dsn)
+            self._conn = pg8000.native.Connection(f["user"], database=f["dbname"],
+                                                  unix_sock=f"{f['host']}/.s.PGSQL.{f['port']}")
+        else:
+            import psycopg
+
+            self._conn = psycopg.connect(dsn, autocommit=True)
+
+    def texts(self, texts: Sequence[str]) -> List[str]:
+        """What PostgreSQL gives back for each text after casting it to jsonb."""
+        if self.pypy:
             # One query per text: pg8000 writes the array ['null'] as an
             # unquoted literal, which PostgreSQL reads as SQL NULL.
-            return [conn.run("SELECT CAST(:j AS jsonb)::text", j=text)[0][0] for text in texts]
-        finally:
-            conn.close()
-    import psycopg
+            return [self._conn.run("SELECT CAST(:j AS jsonb)::text", j=text)[0][0] for text in texts]
+        return [row[0] for row in self._conn.execute(QUERY, (list(texts),)).fetchall()]
 
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        return [row[0] for row in conn.execute(QUERY, (list(texts),)).fetchall()]
+    def close(self) -> None:
+        self._conn.close()
+
+
+def jsonb_texts(dsn: str, texts: Sequence[str]) -> List[str]:
+    """What PostgreSQL gives back for each text after casting it to jsonb (on a connection of its own)."""
+    conn = JsonbConnection(dsn)
+    try:
+        return conn.texts(texts)
+    finally:
+        conn.close()
 
 
 def database_errors() -> Tuple[Type[BaseException], ...]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import glob
 import os
-import pwd
 import re
 import shutil
 import socket
@@ -82,7 +81,9 @@ class PgServer:
         """Initialise, start and create the database; PgServerError (server log included) on failure."""
         bindir = find_bindir()
         as_user = None
-        if os.geteuid() == 0:
+        if os.name == "posix" and os.geteuid() == 0:
+            import pwd  # POSIX only: importing this module works on Windows too
+
             as_user = "postgres"
             try:
                 pw = pwd.getpwnam(as_user)
@@ -125,6 +126,8 @@ class PgServer:
     def _start(self) -> None:
         self.socket_dir.mkdir()
         if self.as_user:
+            import pwd
+
             pw = pwd.getpwnam(self.as_user)
             os.chown(self.socket_dir, pw.pw_uid, pw.pw_gid)
         self._run(

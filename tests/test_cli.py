@@ -217,15 +217,15 @@ def test_dump_to_a_file(tmp_path):
 
 
 def test_dump_into_a_closed_pipe():
-    proc = subprocess.Popen(
+    with subprocess.Popen(
         [sys.executable, "-m", "zodb_json_codec", "dump", str(PUBLIC)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-    )
-    json.loads(proc.stdout.readline())
-    proc.stdout.close()
-    stderr = proc.stderr.read().decode()
-    proc.wait(timeout=600)
+    ) as proc:
+        json.loads(proc.stdout.readline())
+        proc.stdout.close()
+        stderr = proc.stderr.read().decode()
+        proc.wait(timeout=600)
     assert "Traceback" not in stderr and "Exception ignored" not in stderr
 
 

@@ -12,6 +12,8 @@ import uuid
 
 import pytest
 import pytz
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from zodb_json_codec import _fidelity
 
@@ -170,9 +172,12 @@ def test_python2_byte_string_class_names(impl):
     assert impl.decode_zodb_record(data) == {"@cls": ["app.mod", "Kls"], "@s": {}}
 
 
-def test_unknown_class_metadata_is_a_value_error(impl):
-    with pytest.raises(ValueError, match="class metadata"):
-        impl.decode_zodb_record(record({}, klass=(1, 2, 3)))
+def test_other_first_pickles_are_kept_as_an_object_record(impl):
+    # Was a ValueError; now the first pickle's value is kept (docs/format.md, "Class metadata").
+    data = record({"a": 1}, klass=(1, 2, 3))
+    assert impl.decode_zodb_record(data) == {
+        "@cls": ["", ""], "@s": {"@obj": {"@t": [1, 2, 3]}, "@state": {"a": 1}}}
+    roundtrips(impl, data)
 
 
 # ---------------------------------------------------------------------------
@@ -370,6 +375,54 @@ def test_protocol_0_escapes_inst_and_pop_mark(impl):
     assert pairs['{"@b": "ZXNj"}'] == {"@b": "aXQncyAA"}  # it's \x00, escapes decoded
     assert pairs['{"@b": "dQ=="}'] == "café"
     roundtrips(impl, data)
+
+
+# Escapes CPython reads with a DeprecationWarning (kept as written) or refuses.
+STRING_ESCAPES = [
+    (b"S'\\q'\n.", b"\\q"),            # unknown escape: the backslash stays
+    (b"S'\\777\\0'\n.", b"\xff\x00"),   # octal above 0o377: its low eight bits
+    (b"S'a\\tb\\x41\\\"'\n.", b'a\tbA"'),   # simple and hex escapes
+]
+
+
+@pytest.mark.parametrize("data, raw", STRING_ESCAPES)
+def test_string_escapes_as_cpython_reads_them_without_warnings(impl, data, raw):
+    import base64
+    import warnings
+
+    with warnings.catch_warnings():  # CPython's own unpickler warns here
+        warnings.simplefilter("ignore")
+        assert pickle.loads(data, encoding="bytes") == raw
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # python -W error: a warning would be an exception
+        assert impl.pickle_to_dict(data) == {"@b": base64.b64encode(raw).decode()}
+
+
+@given(st.binary(max_size=12) | st.lists(st.sampled_from([b"\\", b"x", b"7", b"f", b"\n", b"q", b"'"]),
+                                         max_size=12).map(b"".join))
+@settings(max_examples=3000, deadline=None)
+def test_string_escapes_decode_as_codecs_escape_decode(text):
+    import codecs
+    import warnings
+
+    from zodb_json_codec._decode_common import CodecError, decode_string_escapes
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            expected = ("ok", codecs.escape_decode(text)[0])
+        except ValueError as exc:
+            expected = ("error", str(exc))
+    try:
+        assert ("ok", decode_string_escapes(text)) == expected
+    except CodecError as exc:
+        assert ("error", str(exc)) == expected
+
+
+@pytest.mark.parametrize("data", [b"S'\\'\n.", b"S'\\x4'\n.", b"S'\\xg0'\n."])
+def test_bad_string_escapes_are_value_errors(impl, data):
+    with pytest.raises(ValueError, match=r"STRING escape: .* at offset 0"):
+        impl.pickle_to_dict(data)
 
 
 @pytest.mark.parametrize("protocol", [0, 1, 2, 3, 4, 5])

@@ -583,6 +583,9 @@ def test_ctrl_c_stops_cleanly(corpora, tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-m", "zodb_json_codec", "load", "-", str(out), "--jobs", "2"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        # As a terminal starts it: a suite run in the background of a
+        # non-interactive shell ignores SIGINT, and a child inherits that.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     proc.stdin.write(lines)  # then keep standard input open: load waits for more, workers started
     proc.stdin.flush()
@@ -613,13 +616,15 @@ def test_damage_in_the_middle_is_found(field, corpora, tmp_path):
     shutil.copyfile(corpora["public"], path)
     FileStorage(str(path)).close()  # writes the .index that lets FileStorage skip its scan
     storage = FileStorage(str(path), read_only=True)
+    transactions = storage.iterator()
     try:
-        for number, txn in enumerate(storage.iterator()):
+        for number, txn in enumerate(transactions):
             if number == 3:
                 record = next(iter(txn))
                 offset = record.pos + 24 if field == "record" else txn._tpos + 8  # its tloc, or the transaction length
                 break
     finally:
+        transactions.close()  # an iterator left open keeps its file open
         storage.close()
     with open(path, "r+b") as f:
         f.seek(offset)

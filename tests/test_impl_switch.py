@@ -1,4 +1,7 @@
-"""Choosing the implementation: the PURE_PYTHON tri-state, warnings for broken builds, cheap imports."""
+"""Choosing the implementation: the PURE_PYTHON tri-state, warnings for broken builds, cheap imports.
+
+The build reads the same function (tests/test_build.py builds wheels under these settings).
+"""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ import pytest
 import zodb_json_codec
 from zodb_json_codec import _impl
 
-VARS = ("ZODB_JSON_CODEC_PURE_PYTHON", "PURE_PYTHON")
+VARS = ("ZODB_JSON_CODEC_PURE_PYTHON", "PURE_PYTHON", "ZODB_JSON_CODEC_REQUIRE_EXT")
 PYPY = sys.implementation.name == "pypy"
 COMPILED_BUILT = all(
     importlib.util.find_spec(f"zodb_json_codec.{name}") is not None for name in _impl.TWINS["cython"]
@@ -90,6 +93,18 @@ def assert_pypy_runs_pure(env: dict[str, str], modules: dict[str, str] = BOTH_BR
     assert "Warning" not in proc.stderr
 
 
+def assert_requested_mode(monkeypatch, expected: str) -> None:
+    """The environment as set asks for expected (on PyPy: pure, and expected when _impl is told it is CPython)."""
+    if PYPY:
+        # PyPy runs the pure twin whatever is asked; the table holds for
+        # the other interpreters, which _impl tells apart by name alone.
+        assert _impl.requested_mode() == _impl.PURE
+        fake = types.SimpleNamespace(**vars(sys.implementation))
+        fake.name = "cpython"
+        monkeypatch.setattr(sys, "implementation", fake)
+    assert _impl.requested_mode() == expected
+
+
 @pytest.mark.parametrize(
     "specific, generic, expected",
     [
@@ -112,19 +127,55 @@ def assert_pypy_runs_pure(env: dict[str, str], modules: dict[str, str] = BOTH_BR
     ],
 )
 def test_requested_mode(monkeypatch, specific, generic, expected):
+    monkeypatch.delenv("ZODB_JSON_CODEC_REQUIRE_EXT", raising=False)
     for name, value in zip(VARS, (specific, generic)):
         if value is None:
             monkeypatch.delenv(name, raising=False)
         else:
             monkeypatch.setenv(name, value)
-    if PYPY:
-        # PyPy runs the pure twin whatever is asked; the table holds for
-        # the other interpreters, which _impl tells apart by name alone.
-        assert _impl.requested_mode() == _impl.PURE
-        fake = types.SimpleNamespace(**vars(sys.implementation))
-        fake.name = "cpython"
-        monkeypatch.setattr(sys, "implementation", fake)
-    assert _impl.requested_mode() == expected
+    assert_requested_mode(monkeypatch, expected)
+
+
+@pytest.mark.parametrize(
+    "require, pure, expected",
+    [
+        ("1", None, _impl.COMPILED),
+        ("yes", None, _impl.COMPILED),  # any text but "" and "0", as for PURE_PYTHON
+        (" 1 ", None, _impl.COMPILED),
+        ("0", None, _impl.AUTO),
+        ("", None, _impl.AUTO),
+        (" ", None, _impl.AUTO),
+        ("1", "0", _impl.COMPILED),
+        ("1", "1", _impl.PURE),  # asking for the pure twin wins: nothing is built, nothing required
+        ("0", "0", _impl.COMPILED),
+    ],
+)
+def test_require_ext(monkeypatch, require, pure, expected):
+    """ZODB_JSON_CODEC_REQUIRE_EXT, the build's old spelling of "required", means it at import too."""
+    monkeypatch.delenv("PURE_PYTHON", raising=False)
+    monkeypatch.setenv("ZODB_JSON_CODEC_REQUIRE_EXT", require)
+    if pure is None:
+        monkeypatch.delenv("ZODB_JSON_CODEC_PURE_PYTHON", raising=False)
+    else:
+        monkeypatch.setenv("ZODB_JSON_CODEC_PURE_PYTHON", pure)
+    assert_requested_mode(monkeypatch, expected)
+
+
+def test_one_switch_for_build_and_import():
+    """_impl asks _switch, and _switch imports nothing of the package: setup.py loads it by its path."""
+    from zodb_json_codec import _switch
+
+    assert _impl.requested_mode is _switch.requested_mode
+    proc = run(
+        "import importlib.util, sys\n"
+        f"spec = importlib.util.spec_from_file_location('switch', {_switch.__file__!r})\n"
+        "module = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(module)\n"
+        "print(module.requested_mode(), sorted(m for m in sys.modules if m.startswith('zodb_json_codec')))",
+        {"ZODB_JSON_CODEC_REQUIRE_EXT": "1"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["pure" if PYPY else "compiled", "[]"]
 
 
 @pytest.mark.parametrize("value", [None, "", "0", "1"])
@@ -157,8 +208,8 @@ def test_default_uses_compiled_when_built():
     assert "Warning" not in proc.stderr  # a twin that is simply not built is no news
 
 
-def test_required_compiled():
-    env = {"ZODB_JSON_CODEC_PURE_PYTHON": "0"}
+@pytest.mark.parametrize("env", [{"ZODB_JSON_CODEC_PURE_PYTHON": "0"}, {"ZODB_JSON_CODEC_REQUIRE_EXT": "1"}])
+def test_required_compiled(env):
     if PYPY:
         assert_pypy_runs_pure(env)  # "0" asks for nothing PyPy would run
         proc = implementation(env, AS_CPYTHON)
@@ -194,10 +245,10 @@ def test_broken_compiled_twin_warns_and_falls_back(modules):
     assert "compiled twin is installed but does not import" in proc.stderr
 
 
-def test_broken_compiled_twin_is_an_error_when_required():
+@pytest.mark.parametrize("env", [{"ZODB_JSON_CODEC_PURE_PYTHON": "0"}, {"ZODB_JSON_CODEC_REQUIRE_EXT": "1"}])
+def test_broken_compiled_twin_is_an_error_when_required(env):
     modules = {"zodb_json_codec._decode_c": "broken"}
     prelude = f"MODULES = {modules!r}\n" + FAKE_COMPILED
-    env = {"ZODB_JSON_CODEC_PURE_PYTHON": "0"}
     if PYPY:
         assert_pypy_runs_pure(env, modules)
         prelude = AS_CPYTHON + prelude

@@ -98,9 +98,8 @@ class Differences:
 def observe(fn: Callable[..., Any], *args: Any) -> Tuple:
     """outcome() plus, last, the warnings the call gave: (category name, message) pairs.
 
-    (The pure twin reads Python 2 strings with codecs.escape_decode, which
-    warns of invalid escapes: a twin that warns differently fails
-    differently under ``-W error``.)
+    (A twin that warns differently would fail differently under ``-W error``;
+    neither should warn at all.)
     """
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

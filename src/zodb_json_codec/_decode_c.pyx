@@ -1,4 +1,4 @@
-# cython: language_level=3, freethreading_compatible=True, embedsignature=True
+# cython: language_level=3, embedsignature=True
 # cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """Cython twin of ``_decode_py`` (which is normative): pickle bytes -> marker values.
 
@@ -35,7 +35,8 @@ from ._common import (
 )
 from . import _decode_common
 from ._decode_common import (
-    Unrepresentable, check_class_names_at_offset_0, finish, in_state,
+    Unrepresentable, check_class_names_at_offset_0, decode_string_escapes, finish, in_state,
+    object_record_state,
 )
 from ._jsontext_c cimport pg_json_text
 from ._jsontext_py import pretty_json_text, sanitize_for_pg
@@ -1447,8 +1448,8 @@ cdef object _load(bytes data, Py_ssize_t pos, _Context ctx):
                 else:
                     raise _err("invalid pickle data: the STRING opcode argument must be quoted", start)
                 try:
-                    raw = _escape_decode(line)[0]
-                except ValueError as exc:
+                    raw = decode_string_escapes(line)
+                except CodecError as exc:
                     raise _err(f"invalid pickle data: STRING escape: {exc}", start) from None
                 PyList_Append(stack, {"@b": b64encode(raw)})
             elif op == UNICODE:
@@ -1516,9 +1517,6 @@ cdef object _load(bytes data, Py_ssize_t pos, _Context ctx):
 
     except IndexError:  # as in the pure twin: a shape the checks above did not foresee
         raise _err("pickle stack underflow", start) from None
-
-import codecs
-_escape_decode = codecs.escape_decode
 
 
 # ---------------------------------------------------------------------------
@@ -1596,8 +1594,13 @@ cdef bint _has_escape_prefix(bytes data):
 # Records and single pickles
 # ---------------------------------------------------------------------------
 
+# What _class_metadata returns for a first pickle that is not class metadata.
+cdef object _OBJECT_RECORD = object()
+
+
 cdef object _class_metadata(object klass, _Context ctx):
-    """_known.class_metadata: sets ctx.module and ctx.name, returns the class arguments (or None).
+    """_known.class_metadata: sets ctx.module and ctx.name, returns the class arguments (or None),
+    or _OBJECT_RECORD (names "") when the first pickle is not class metadata.
 
     ZODB's forms are read here, the rest by _known."""
     cdef object names = _global_names(klass)
@@ -1614,7 +1617,11 @@ cdef object _class_metadata(object klass, _Context ctx):
         if names is not None:  # (class, arguments)
             ctx.module, ctx.name = names
             return items[1]
-    ctx.module, ctx.name, args = _known.class_metadata(klass)
+    meta = _known.class_metadata(klass)
+    if meta is None:
+        ctx.module = ctx.name = ""
+        return _OBJECT_RECORD
+    ctx.module, ctx.name, args = meta
     return args
 
 
@@ -1636,6 +1643,7 @@ cdef _Context _decode_record(object data):
         klass = _load(data, 0, ctx)
         pos = ctx.stop
         class_refs = len(ctx.refs)
+        class_unrepresentable, class_cyclic = ctx.unrepresentable, ctx.cyclic
         ctx.uncallable = False
         try:
             state = _load(data, pos, ctx)
@@ -1657,11 +1665,14 @@ cdef _Context _decode_record(object data):
         kind = _btree_kind(module, name)
         if kind:
             state = _btree_state(state, kind & BTREE_IS_TREE, kind & BTREE_IS_MAP)
-        if args is not None:
+        if args is not None and args is not _OBJECT_RECORD:
             state = {"@args": args, "@state": state}
         if _has_escape_prefix(data):
             ctx.flags |= F_ESCAPED_KEY
         state = _finish(state, ctx, pos)
+        if args is _OBJECT_RECORD:  # the first pickle's value is kept in the state
+            state = object_record_state(klass, state, class_unrepresentable, class_cyclic or ctx.cyclic,
+                                        ctx.flags)
     except Unrepresentable:
         state = {"@pkl": b64encode(data)}
         ctx.flags &= ~(F_FLOAT | F_EXP_FLOAT | F_SURROGATE | F_ESCAPED_KEY)

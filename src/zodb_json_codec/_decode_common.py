@@ -139,6 +139,20 @@ def finish(value: Any, unrepresentable: bool, cyclic: bool, maybe_deep: bool, fl
     return value
 
 
+def object_record_state(first: Any, state: Any, unrepresentable: bool, cyclic: bool, flags: int) -> dict:
+    """The state of an object record (docs/format.md, "Class metadata"): ``{"@obj": first, "@state": state}``.
+
+    The first pickle is not class metadata (an instance, a reference to a
+    persistent class...), so its value is kept whole.  ``state`` is already
+    finished; ``first`` gets the same checks here, its depth counted from
+    its own top (the encoder writes each pickle from depth 0), and errors
+    name offset 0.  ``unrepresentable``/``cyclic`` are what the walk over the
+    first pickle found (or more).
+    """
+    first = finish(first, unrepresentable, cyclic, True, flags, 0)
+    return {"@obj": first, "@state": state}
+
+
 def _has_cycle(root: Any) -> bool:
     """Does the value graph contain itself?  Deeper than 3 * MAX_DEPTH is a depth error.
 
@@ -244,6 +258,67 @@ def _pairs_if_escaped_keys(original: dict, copy: dict) -> dict:
 def _escape_keys(v: Any) -> Any:
     """Write dicts with keys that read back as ``@ns:``/``@su:`` escapes in the @d form."""
     return rebuild_tree(v, _same, _same, _pairs_if_escaped_keys)
+
+
+# ---------------------------------------------------------------------------
+# Python 2 STRING escapes (protocol 0)
+# ---------------------------------------------------------------------------
+
+_SIMPLE_ESCAPES = {
+    ord("\\"): 0x5C, ord("'"): 0x27, ord('"'): 0x22, ord("a"): 0x07, ord("b"): 0x08,
+    ord("f"): 0x0C, ord("n"): 0x0A, ord("r"): 0x0D, ord("t"): 0x09, ord("v"): 0x0B,
+}
+_OCTAL = b"01234567"
+_HEX = b"0123456789abcdefABCDEF"
+
+
+def decode_string_escapes(text: bytes) -> bytes:
+    """The bytes of a STRING opcode's quoted text, as CPython's unpickler reads it.
+
+    The same result as ``codecs.escape_decode``, which CPython's unpickler
+    uses, without its warnings: an unknown escape such as ``\\q`` keeps its
+    backslash and an octal escape above 0o377 keeps its low eight bits, where
+    ``escape_decode`` also issues a DeprecationWarning (an exception under
+    ``python -W error``, and a change of the process's warning state to
+    avoid it).  Raises CodecError where escape_decode raises ValueError.
+    """
+    if b"\\" not in text:
+        return text
+    out = bytearray()
+    i, n = 0, len(text)
+    while i < n:
+        backslash = text.find(b"\\", i)
+        if backslash < 0:
+            out += text[i:]
+            break
+        out += text[i:backslash]
+        i = backslash + 1
+        if i == n:
+            raise CodecError("Trailing \\ in string")
+        c = text[i]
+        i += 1
+        if c == 0x0A:  # a backslash before a newline joins the lines
+            continue
+        simple = _SIMPLE_ESCAPES.get(c)
+        if simple is not None:
+            out.append(simple)
+        elif c in _OCTAL:
+            value = c - 0x30
+            for _ in range(2):
+                if i < n and text[i] in _OCTAL:
+                    value = value * 8 + text[i] - 0x30
+                    i += 1
+            out.append(value & 0xFF)
+        elif c == 0x78:  # \xhh: exactly two hex digits
+            if i + 1 < n and text[i] in _HEX and text[i + 1] in _HEX:
+                out.append(int(text[i:i + 2], 16))
+                i += 2
+            else:
+                raise CodecError(f"invalid \\x escape at position {backslash}")
+        else:  # not an escape: the backslash stays, the character is read again
+            out.append(0x5C)
+            i -= 1
+    return bytes(out)
 
 
 # ---------------------------------------------------------------------------

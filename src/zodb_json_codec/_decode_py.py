@@ -11,7 +11,6 @@ class metadata) live in ``_known`` and ``_common``.
 from __future__ import annotations
 
 import binascii
-import codecs
 import struct
 from typing import Any, List, Optional, Tuple
 
@@ -22,8 +21,8 @@ from ._common import (
 )
 from ._decode_common import (
     DEEP_CONTAINERS, F_ESCAPED_KEY, F_EXP_FLOAT, F_FLOAT, F_NUL, F_SHALLOW, F_SURROGATE, NEWOBJ, REDUCE,
-    SHALLOW_CONTAINERS, Obj, Unrepresentable, check_class_names_at_offset_0, finish, in_state, is_global,
-    render_obj,
+    SHALLOW_CONTAINERS, Obj, Unrepresentable, check_class_names_at_offset_0, decode_string_escapes, finish,
+    in_state, is_global, object_record_state, render_obj,
 )
 from ._jsontext_py import pg_json_text, pretty_json_text, sanitize_for_pg
 
@@ -681,8 +680,8 @@ def _load(data: bytes, pos: int, ctx: _Context) -> Tuple[Any, int]:
                 else:
                     raise _err("invalid pickle data: the STRING opcode argument must be quoted", start)
                 try:
-                    raw = codecs.escape_decode(line)[0]
-                except ValueError as exc:
+                    raw = decode_string_escapes(line)
+                except CodecError as exc:
                     raise _err(f"invalid pickle data: STRING escape: {exc}", start) from None
                 push({"@b": b64encode(raw)})
             elif op == 0x56:  # UNICODE
@@ -851,6 +850,7 @@ def _decode_record(data: Any, compact: bool = True) -> Tuple[str, str, Any, List
     try:
         klass, pos = _load(data, 0, ctx)
         class_refs = len(ctx.refs)
+        class_unrepresentable, class_cyclic = ctx.unrepresentable, ctx.cyclic
         ctx.uncallable = False
         try:
             state, _ = _load(data, pos, ctx)
@@ -865,7 +865,12 @@ def _decode_record(data: Any, compact: bool = True) -> Tuple[str, str, Any, List
                 ctx.refs[:0] = class_ref_list
             elif problem is not None:
                 raise problem
-        module, name, args = _known.class_metadata(klass)
+        meta = _known.class_metadata(klass)
+        if meta is None:  # an object record: the first pickle's value is kept in the state
+            module = name = ""
+            args = None
+        else:
+            module, name, args = meta
         if "\x00" in module or "\x00" in name:
             ctx.flags |= F_NUL
         kind = btree_kind(module, name)
@@ -876,6 +881,9 @@ def _decode_record(data: Any, compact: bool = True) -> Tuple[str, str, Any, List
         if b"@ns:" in data or b"@su:" in data:
             ctx.flags |= F_ESCAPED_KEY
         state = _finish(state, ctx, pos)
+        if meta is None:
+            state = object_record_state(klass, state, class_unrepresentable, class_cyclic or ctx.cyclic,
+                                        ctx.flags)
     except Unrepresentable:
         state = {"@pkl": b64encode(data)}
         ctx.flags &= ~(F_FLOAT | F_EXP_FLOAT | F_SURROGATE | F_ESCAPED_KEY)

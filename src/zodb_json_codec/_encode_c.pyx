@@ -1,4 +1,4 @@
-# cython: language_level=3, freethreading_compatible=True, embedsignature=True
+# cython: language_level=3, embedsignature=True
 """Compiled encoder, the Cython twin of ``_encode_py`` (normative): marker values -> pickle bytes."""
 
 # One walk over the value tree, as in _encode_py, writing opcodes into one
@@ -1833,6 +1833,8 @@ def encode_zodb_record(obj):
     verbatim = _verbatim(state)
     if verbatim is not None:
         return verbatim
+    if module == "" and name == "" and _known.is_object_record_state(state):
+        return _pickle((<dict>state)["@obj"], True) + _pickle((<dict>state)["@state"], True)
     args = None
     if (type(state) is dict and PyDict_GET_SIZE(state) == 2 and "@args" in <dict>state
             and "@state" in <dict>state):
@@ -1868,10 +1870,11 @@ def encode_zodb_record(obj):
         _release(&w)
 
 
-cdef bytes _pickle(object value):
+cdef bytes _pickle(object value, bint expand_refs=False):
+    """One pickle of value; expand_refs reads the compact @ref forms of the record decoders."""
     cdef unsigned char stack[_STACK_BUFFER]
     cdef Writer w
-    _init(&w, stack, False)
+    _init(&w, stack, expand_refs)
     try:
         _op2(&w, PROTO, 3)
         _value(&w, value, 0)

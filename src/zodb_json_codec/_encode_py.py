@@ -595,6 +595,9 @@ def encode_zodb_record(obj: Any) -> bytes:
     verbatim = _verbatim(state)
     if verbatim is not None:
         return verbatim
+    if module == "" and name == "" and _known.is_object_record_state(state):
+        first, state = state["@obj"], state["@state"]
+        return _pickle(lambda w: w.value(first, 0), True) + _pickle(lambda w: w.value(state, 0), True)
     args = None
     if type(state) is dict and len(state) == 2 and "@args" in state and "@state" in state:
         args, state = state["@args"], state["@state"]

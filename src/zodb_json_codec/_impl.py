@@ -2,13 +2,15 @@
 
 The pure-Python twins (``_decode_py``, ``_encode_py``) are normative; the
 Cython twins (``_decode_c``, ``_encode_c``) replace them when they are built.
-The choice follows zope's ``PURE_PYTHON`` convention (as ``persistent._compat``):
-``ZODB_JSON_CODEC_PURE_PYTHON``, or ``PURE_PYTHON`` when that is unset or
-empty, is read once at import:
+The environment decides (``_switch.requested_mode``, which the build reads too),
+once, at import:
 
-* unset or empty: the compiled twins if they import, else the pure ones;
-* ``"0"``: the compiled twins are required (their ImportError propagates);
-* anything else: the pure twins.
+* nothing set: the compiled twins if they import, else the pure ones;
+* ``ZODB_JSON_CODEC_PURE_PYTHON=0`` (or ``PURE_PYTHON=0``) or
+  ``ZODB_JSON_CODEC_REQUIRE_EXT=1``: the compiled twins are required (their
+  ImportError propagates);
+* ``ZODB_JSON_CODEC_PURE_PYTHON`` (else ``PURE_PYTHON``) set to anything
+  else: the pure twins.
 
 PyPy always runs the pure twins.
 """
@@ -17,11 +19,11 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import os
-import sys
 import warnings
 from types import ModuleType
 from typing import Tuple
+
+from ._switch import AUTO, COMPILED, PURE, requested_mode  # noqa: F401 (PURE: for callers)
 
 DECODE_FUNCTIONS = (
     "decode_zodb_record",
@@ -37,25 +39,6 @@ TWINS = {
     "python": ("_decode_py", "_encode_py"),
     "cython": ("_decode_c", "_encode_c"),
 }
-
-AUTO, COMPILED, PURE = "auto", "compiled", "pure"
-
-
-def requested_mode() -> str:
-    """What the environment asks for: AUTO, COMPILED (required) or PURE.
-
-    The value is compared as text on purpose: ``bool("0")`` is true, a bug
-    that once left zope's C code untested for years.
-    """
-    if sys.implementation.name == "pypy":
-        return PURE
-    value = os.environ.get("ZODB_JSON_CODEC_PURE_PYTHON", "").strip()
-    if not value:
-        value = os.environ.get("PURE_PYTHON", "").strip()
-    if not value:
-        return AUTO
-    return COMPILED if value == "0" else PURE
-
 
 def import_twin(implementation: str) -> Tuple[ModuleType, ModuleType]:
     """Import the (decoder, encoder) modules of one twin; ImportError if not there."""

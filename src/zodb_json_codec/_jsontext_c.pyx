@@ -1,4 +1,4 @@
-# cython: language_level=3, freethreading_compatible=True, embedsignature=True
+# cython: language_level=3, embedsignature=True
 # cython: boundscheck=False, wraparound=False, cdivision=True
 """Cython twin of ``_jsontext_py`` (which is normative) for the PostgreSQL JSON text.
 

@@ -299,8 +299,13 @@ def _name_text(v: Any) -> Optional[str]:
     return None
 
 
-def class_metadata(klass: Any) -> tuple:
-    """(module, name, args) of every class pickle form ZODB has written; args None if absent."""
+def class_metadata(klass: Any) -> Optional[tuple]:
+    """(module, name, args) of every class pickle form ZODB has written; args None if absent.
+
+    None when the first pickle is something else (an instance, a persistent
+    reference to a class): the record is then an object record (docs/format.md,
+    "Class metadata").
+    """
     cls = global_name(klass)
     if cls is not None:
         return cls[0], cls[1], None
@@ -318,7 +323,13 @@ def class_metadata(klass: Any) -> tuple:
         module, name = _name_text(first), _name_text(second)
         if module is not None and name is not None:
             return module, name, None
-    raise CodecError("invalid pickle data: unsupported class metadata in the class pickle at offset 0")
+    return None
+
+
+def is_object_record_state(state: Any) -> bool:
+    """``{"@obj": first pickle, "@state": state}``: with the class ``["", ""]``, the state of a
+    record whose first pickle is not class metadata, written back as two pickles."""
+    return type(state) is dict and len(state) == 2 and "@obj" in state and "@state" in state
 
 
 # ---------------------------------------------------------------------------

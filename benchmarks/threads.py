@@ -1,0 +1,79 @@
+"""Throughput of one thread against several, for a function that may release the GIL.
+
+The setup, the same for every contender: k threads are started and wait at
+a barrier; when the last arrives, the clock starts (the barrier's action)
+and each thread makes one whole pass over the set (every record once); the
+clock stops when the main thread has joined them all. Throughput is k x
+records / that time, so a codec that runs in parallel on k free cores gets
+k times its one-thread records/s, one that holds the GIL gets 1x at best.
+
+Beside it, the process's CPU time over the wall time of the same (fastest)
+call: with k threads running at once it is about k times the one-thread
+value, with the GIL serialising them it stays at that value. A one-thread
+value well below 1 means the machine's other load took the core for part
+of the time (on a shared machine, the 2-thread ratio is then no measure of
+what the codec can do).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable, Dict, List, Sequence, Tuple
+
+from timing import interleaved
+
+
+def run_threads(work: Callable[[], Any], threads: int) -> float:
+    """Seconds from the barrier's release until every one of threads calls of work() has returned."""
+    started: List[float] = []
+    barrier = threading.Barrier(threads, action=lambda: started.append(time.perf_counter()))
+    errors: List[BaseException] = []
+
+    def body() -> None:
+        barrier.wait()
+        try:
+            work()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread below
+            errors.append(exc)
+
+    workers = [threading.Thread(target=body) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    elapsed = time.perf_counter() - started[0]
+    if errors:
+        raise errors[0]
+    return elapsed
+
+
+class ThreadedPass:
+    """One call: k threads each make a whole pass over items; remembers (wall, CPU) seconds of every call."""
+
+    def __init__(self, fn: Callable[[Any], Any], items: Sequence[Any], threads: int) -> None:
+        self.work = lambda: [fn(x) for x in items]
+        self.threads = threads
+        self.samples: List[Tuple[float, float]] = []
+
+    def __call__(self) -> None:
+        cpu = time.process_time()
+        wall = run_threads(self.work, self.threads)
+        self.samples.append((wall, time.process_time() - cpu))
+
+    def cpu_per_wall(self) -> float:
+        """CPU time over wall time of the fastest call."""
+        wall, cpu = min(self.samples)
+        return cpu / wall
+
+
+def thread_throughput(
+    functions: Dict[str, Callable[[Any], Any]], items: Sequence[Any], counts: Sequence[int], budget: float, rounds: int
+) -> Dict[str, Dict[int, Dict[str, float]]]:
+    """{name: {k: {"records/s": ..., "cpu/wall": ...}}} for each function and thread count, timed in alternation."""
+    calls = {(name, k): ThreadedPass(fn, items, k) for name, fn in functions.items() for k in counts}
+    best = interleaved({f"{name}\0{k}": call for (name, k), call in calls.items()}, budget, rounds)
+    out: Dict[str, Dict[int, Dict[str, float]]] = {name: {} for name in functions}
+    for (name, k), call in calls.items():
+        out[name][k] = {"records/s": k * len(items) / best[f"{name}\0{k}"], "cpu/wall": call.cpu_per_wall()}
+    return out

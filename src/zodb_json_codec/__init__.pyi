@@ -1,0 +1,31 @@
+# Types of the public API (both twins have the same signatures).  Values in
+# the marker format are JSON-like trees of dicts, lists, str, int, float,
+# bool and None, plus native Python values the encoders accept: Any.
+from typing import Any, Dict, List, Literal, Tuple, Union
+
+_Bytes = Union[bytes, bytearray, memoryview]
+
+__version__: str
+IMPLEMENTATION: Literal["cython", "python"]
+
+def decode_zodb_record(data: _Bytes) -> Dict[str, Any]: ...
+def decode_zodb_record_for_pg(data: _Bytes) -> Tuple[str, str, Any, List[int]]: ...
+def decode_zodb_record_for_pg_json(data: _Bytes) -> Tuple[str, str, str, List[int]]: ...
+def pickle_to_dict(data: _Bytes) -> Any: ...
+def pickle_to_json(data: _Bytes) -> str: ...
+def encode_zodb_record(obj: Dict[str, Any]) -> bytes: ...
+def dict_to_pickle(obj: Dict[Any, Any]) -> bytes: ...
+def json_to_pickle(json_str: str) -> bytes: ...
+
+__all__ = [
+    "IMPLEMENTATION",
+    "__version__",
+    "decode_zodb_record",
+    "decode_zodb_record_for_pg",
+    "decode_zodb_record_for_pg_json",
+    "dict_to_pickle",
+    "encode_zodb_record",
+    "json_to_pickle",
+    "pickle_to_dict",
+    "pickle_to_json",
+]
