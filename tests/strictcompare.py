@@ -9,8 +9,9 @@ apart whatever the codec's outputs can tell apart.
 from __future__ import annotations
 
 import decimal
+import reprlib
 import struct
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, Iterator, List, Optional, Tuple
 
 #: The outcome of a call: ("ok", value) or ("raised", exception type, message).
 Outcome = Tuple[Any, ...]
@@ -24,29 +25,47 @@ def outcome(fn: Callable[..., Any], *args: Any) -> Outcome:
 
 
 def diff(a: Any, b: Any, path: str = "$") -> Optional[str]:
-    """None when a and b are the same value strictly, else where and how they first differ."""
+    """None when a and b are the same value strictly, else where and how they first differ.
+
+    Walked with an explicit stack, in order (a dict's key, then its value):
+    values of any depth are compared without recursion.
+    """
+    stack: List[Iterator[Tuple[Any, Any, str]]] = [iter([(a, b, path)])]
+    while stack:
+        for a, b, path in stack[-1]:
+            found, parts = _diff_here(a, b, path)
+            if found is not None:
+                return found
+            if parts is not None:
+                stack.append(parts)
+                break
+        else:
+            stack.pop()
+    return None
+
+
+def _diff_here(a: Any, b: Any, path: str) -> Tuple[Optional[str], Optional[Iterator[Tuple[Any, Any, str]]]]:
+    """(how a and b differ, ignoring their parts; the pairs of parts still to compare)."""
     if type(a) is not type(b):
-        return f"{path}: {type(a).__name__} {_short(a)} != {type(b).__name__} {_short(b)}"
+        return f"{path}: {type(a).__name__} {_short(a)} != {type(b).__name__} {_short(b)}", None
     if type(a) is dict:
-        keys_a, keys_b = list(a), list(b)
-        if len(keys_a) != len(keys_b):
-            return f"{path}: {len(keys_a)} keys {_short(keys_a)} != {len(keys_b)} keys {_short(keys_b)}"
-        for i, (ka, kb) in enumerate(zip(keys_a, keys_b)):
-            found = diff(ka, kb, f"{path}.<key {i}>")
-            if found:
-                return found
-            found = diff(a[ka], b[kb], f"{path}[{ka!r}]")
-            if found:
-                return found
-        return None
+        if len(a) != len(b):
+            return f"{path}: {len(a)} keys {_short(list(a))} != {len(b)} keys {_short(list(b))}", None
+        return None, _dict_parts(a, b, path)
     if type(a) in (list, tuple):
         if len(a) != len(b):
-            return f"{path}: length {len(a)} != {len(b)}: {_short(a)} != {_short(b)}"
-        for i, (x, y) in enumerate(zip(a, b)):
-            found = diff(x, y, f"{path}[{i}]")
-            if found:
-                return found
-        return None
+            return f"{path}: length {len(a)} != {len(b)}: {_short(a)} != {_short(b)}", None
+        return None, ((x, y, f"{path}[{i}]") for i, (x, y) in enumerate(zip(a, b)))
+    return _scalar_diff(a, b, path), None
+
+
+def _dict_parts(a: dict, b: dict, path: str) -> Iterator[Tuple[Any, Any, str]]:
+    for i, (ka, kb) in enumerate(zip(list(a), list(b))):
+        yield ka, kb, f"{path}.<key {i}>"
+        yield a[ka], b[kb], f"{path}[{_short(ka)}]"
+
+
+def _scalar_diff(a: Any, b: Any, path: str) -> Optional[str]:
     if type(a) is float:
         # bits: -0.0 vs 0.0, and NaN sign and payload, count
         if struct.pack("<d", a) != struct.pack("<d", b):
@@ -93,9 +112,13 @@ def _qualname(t: type) -> str:
     return f"{t.__module__}.{t.__qualname__}"
 
 
+# repr, but only a few levels deep (reprlib stops at maxlevel): safe for values of any depth.
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel = 8
+_SHORT.maxstring = _SHORT.maxother = _SHORT.maxlong = 200
+_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = _SHORT.maxset = _SHORT.maxfrozenset = 20
+
+
 def _short(value: Any, limit: int = 160) -> str:
-    try:
-        text = repr(value)
-    except RecursionError:
-        return "<too deep for repr>"
+    text = _SHORT.repr(value)
     return text if len(text) <= limit else text[:limit] + "..."

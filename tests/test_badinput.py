@@ -35,7 +35,9 @@ from typing import Any, Dict, Iterable, List
 import pytest
 
 from corpus import record, vectors
+from strictcompare import diff
 from zodb_json_codec import _fidelity
+from zodb_json_codec._jsonread import read_json
 
 TESTS = Path(__file__).resolve().parent
 DECODERS = ("decode_zodb_record", "decode_zodb_record_for_pg", "decode_zodb_record_for_pg_json",
@@ -60,7 +62,7 @@ def single(body: bytes) -> bytes:
 # ---------------------------------------------------------------------------
 
 _PRELUDE = f"""
-import gc, json, sys, time
+import gc, json, reprlib, sys, time
 try:
     import tracemalloc
 except ImportError:  # PyPy has no tracemalloc: peak() measures the process's memory instead
@@ -94,11 +96,7 @@ def outcome(fn, *args):
     except BaseException as exc:  # everything, to report it
         return [type(exc).__name__, str(exc)[:300], time.perf_counter() - t]
     elapsed = time.perf_counter() - t
-    try:
-        text = repr(value)[:300]
-    except RecursionError:
-        text = "<a value too deep for repr>"
-    return ["ok", text, elapsed]
+    return ["ok", reprlib.repr(value)[:300], elapsed]  # a few levels: values may be 100 000 deep
 
 def _proc_status(field):
     '''A size from /proc/self/status (Linux) in bytes, or None.'''
@@ -315,7 +313,7 @@ def fuzz_lossless_report(functions, seed: int, count: int) -> dict:
                 if "U+0000" not in str(exc) and "surrogate" not in str(exc):
                     raise
             else:
-                again.append(functions["encode_zodb_record"]({"@cls": [module, name], "@s": json.loads(text)}))
+                again.append(functions["encode_zodb_record"]({"@cls": [module, name], "@s": read_json(text)}))
         except BaseException as exc:  # noqa: BLE001 - report everything
             report["failures"].append([f"{type(exc).__name__}: {str(exc)[:200]}",
                                        base64.b64encode(data).decode()])
@@ -649,24 +647,22 @@ def _deep_python(kind: str, n: int) -> Any:
 
 
 ENCODE_SHAPES = ["list", "dict", "tuple", "frozenset", "@t", "@d", "@set", "@reduce", "@ref", "instance", "@items"]
+JSON_ENCODE_SHAPES = [kind for kind in ENCODE_SHAPES if kind not in ("tuple", "frozenset")]
 
 
 def test_encoding_100000_deep_values_is_a_value_error(impl):
     result = _isolated(impl, """
-        from test_badinput import ENCODE_SHAPES, _deep_python
+        from deepvalues import json_text
+        from test_badinput import ENCODE_SHAPES, JSON_ENCODE_SHAPES, _deep_python
         result = {}
         for kind in ENCODE_SHAPES:
             value = _deep_python(kind, 100000)
             result[f"{kind}: encode_zodb_record"] = outcome(F["encode_zodb_record"], {"@cls": ["m", "C"], "@s": value})
             result[f"{kind}: dict_to_pickle"] = outcome(F["dict_to_pickle"], {"v": value})
-            try:
-                text = json.dumps(value)
-            except (TypeError, RecursionError):
-                pass  # not JSON (a tuple, a frozenset), or too deep for json.dumps
-            else:
-                result[f"{kind}: json_to_pickle"] = outcome(F["json_to_pickle"], text)
+            if kind in JSON_ENCODE_SHAPES:
+                result[f"{kind}: json_to_pickle"] = outcome(F["json_to_pickle"], json_text(value))
     """)
-    assert len(result) >= 2 * len(ENCODE_SHAPES)
+    assert len(result) == 2 * len(ENCODE_SHAPES) + len(JSON_ENCODE_SHAPES)
     _assert_all_value_errors(result)
 
 
@@ -711,6 +707,33 @@ def test_1001_nested_containers_decode_and_1002_do_not(impl, shape):
             else:
                 with pytest.raises(ValueError, match="depth"):
                     call()
+
+
+def _objects_nested_through_their_items(n: int) -> bytes:
+    """n objects, each holding the next as the value of a dict item (SETITEM on the object).
+
+    Class and arguments come from the memo, so NEWOBJ is the only container
+    opcode per object, and it makes three levels: the object, the list of
+    its items, the item pair.
+    """
+    return b")q\x000cmm\nC\nq\x010" + b"h\x01h\x00\x81K\x01" * n + b"N" + b"s" * n
+
+
+def test_objects_nested_through_their_items_are_three_levels_each(impl):
+    # 333 objects are 999 levels deep (the innermost None at 1000): they
+    # decode; 334 are 1002 levels, deeper than 1000 in every decoder.
+    for fn in RECORD_DECODERS:
+        getattr(impl, fn)(rec(_objects_nested_through_their_items(333)))
+        with pytest.raises(ValueError, match="depth"):
+            getattr(impl, fn)(rec(_objects_nested_through_their_items(334)))
+    for fn in PICKLE_DECODERS:
+        getattr(impl, fn)(single(_objects_nested_through_their_items(333)))
+        with pytest.raises(ValueError, match="depth"):
+            getattr(impl, fn)(single(_objects_nested_through_their_items(334)))
+    value = impl.pickle_to_dict(single(_objects_nested_through_their_items(333)))
+    assert diff(impl.pickle_to_dict(impl.dict_to_pickle(value)), value) is None
+    assert diff(impl.pickle_to_dict(impl.json_to_pickle(impl.pickle_to_json(single(
+        _objects_nested_through_their_items(333))))), value) is None
 
 
 @pytest.mark.parametrize("shape", BOUNDARY_SHAPES)
@@ -786,7 +809,7 @@ def test_whatever_decodes_at_the_depth_limit_encodes_back(impl, payload):
     again = impl.encode_zodb_record(decoded)
     assert _fidelity.same(_fidelity.load_record(data(n)), _fidelity.load_record(again))
     module, name, text, _ = impl.decode_zodb_record_for_pg_json(data(n))
-    again = impl.encode_zodb_record({"@cls": [module, name], "@s": json.loads(text)})
+    again = impl.encode_zodb_record({"@cls": [module, name], "@s": read_json(text)})
     assert _fidelity.same(_fidelity.load_record(data(n)), _fidelity.load_record(again))
 
 

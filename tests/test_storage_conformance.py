@@ -20,7 +20,6 @@ override's docstring); the codec's refusal of those bytes is tested below.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from typing import Any, List, Optional
@@ -39,6 +38,7 @@ from ZODB.tests.StorageTestBase import ZERO, zodb_pickle
 from pgjsonb import JsonbConnection
 from twinloader import load_twin
 from zodb_json_codec import _fidelity
+from zodb_json_codec._jsonread import read_json
 
 MIXINS = (
     BasicStorage.BasicStorage,
@@ -112,7 +112,7 @@ class CodecFileStorage(ZODB.FileStorage.FileStorage):
         try:
             module, name, text, _ = self.codec.decode_zodb_record_for_pg_json(data)
             stored = self._jsonb.jsonb_text(text)
-            again = self.codec.encode_zodb_record({"@cls": [module, name], "@s": json.loads(stored)})
+            again = self.codec.encode_zodb_record({"@cls": [module, name], "@s": read_json(stored)})
             kept = _fidelity.same(_fidelity.load_record(data), _fidelity.load_record(again))
         except Exception as exc:
             self.codec_problems.append(f"{where}: {exc!r} for {data!r}")

@@ -10,17 +10,22 @@ from __future__ import annotations
 import binascii
 import math
 import re
-import sys
 from typing import Any, Optional
 
 #: Values nested deeper than this are a ValueError in every direction.
 MAX_DEPTH = 1000
 
-#: The pure twin recurses a few frames per nesting level (up to about seven
-#: for the encoder's objects and known types); make sure Python's own limit is
-#: never what stops a valid record.  Raising it is harmless: the codec itself
-#: stops at MAX_DEPTH, so this many frames are never all used.
-RECURSION_NEEDED = 8 * MAX_DEPTH + 1000
+#: json.loads and json.dumps recurse once per level of nesting, counted
+#: against the interpreter's limit (from 3.12 a C stack limit of about 1500
+#: levels; before, Python's recursion limit of 1000, which the caller's frames
+#: share).  The codec hands them only JSON at most this deep.
+STDLIB_JSON_DEPTH = 200
+
+#: JSON levels of a value tree that passed the depth check: an @d pair is
+#: three JSON levels for one of the tree's ({"@d": [[k, v]]}), plus a few for
+#: the record's own wrappers.  JSON text is written and read up to this deep;
+#: deeper is the depth error.
+JSON_DEPTH_LIMIT = 3 * MAX_DEPTH + 10
 
 I64_MIN = -(1 << 63)
 I64_MAX = (1 << 63) - 1
@@ -34,11 +39,6 @@ MAX_BIGINT_DIGITS = 40000
 
 class CodecError(ValueError):
     """Bad data: a pickle or JSON value the codec cannot read or write."""
-
-
-def ensure_recursion_limit() -> None:
-    if sys.getrecursionlimit() < RECURSION_NEEDED:
-        sys.setrecursionlimit(RECURSION_NEEDED)
 
 
 def bytes_argument(data: Any, name: str = "data") -> bytes:
@@ -321,3 +321,59 @@ def btree_kind(module: str, name: str) -> Optional[tuple]:
     if name.endswith("Set"):
         return (False, False)
     return None
+
+
+# ---------------------------------------------------------------------------
+# Value trees, walked without recursion (any depth within Python's own limit)
+# ---------------------------------------------------------------------------
+
+_NO_CHILD = object()
+
+
+def rebuild_tree(root: Any, leaf: Any, key: Any, finish_dict: Any) -> Any:
+    """A copy of a tree of lists and dicts, made with an explicit stack.
+
+    ``leaf(x)`` gives the copy of every value that is neither, ``key(k)`` of
+    every dict key, and ``finish_dict(original, copy)`` the final form of
+    each dict once all its values are copied.  A subtree reached twice is
+    copied twice, as a recursive copy would.
+    """
+    if type(root) is not list and type(root) is not dict:
+        return leaf(root)
+    stack: list = []
+    node, slot = root, None
+    out: Any = [] if type(root) is list else {}
+    it: Any = iter(root) if type(root) is list else iter(root.items())
+    while True:
+        child: Any = _NO_CHILD
+        if type(out) is list:
+            append = out.append
+            for x in it:
+                if type(x) is list or type(x) is dict:
+                    child, child_slot = x, None
+                    break
+                append(leaf(x))
+        else:
+            for k, x in it:
+                k = key(k)
+                if type(x) is list or type(x) is dict:
+                    child, child_slot = x, k
+                    break
+                out[k] = leaf(x)
+        if child is not _NO_CHILD:
+            stack.append((node, out, it, slot))
+            node, slot = child, child_slot
+            if type(child) is list:
+                out, it = [], iter(child)
+            else:
+                out, it = {}, iter(child.items())
+            continue
+        result = finish_dict(node, out) if type(out) is dict else out
+        if not stack:
+            return result
+        finished_slot = slot
+        node, out, it, slot = stack.pop()
+        if type(out) is list:
+            out.append(result)
+        else:
+            out[finished_slot] = result

@@ -68,6 +68,7 @@ if (F_NUL, F_SURROGATE, F_FLOAT, F_EXP_FLOAT, F_ESCAPED_KEY, K_REDUCE, K_NEWOBJ)
     raise ImportError("zodb_json_codec._decode_c was built against other decoder flags")
 
 cdef Py_ssize_t C_MAX_DEPTH = MAX_DEPTH
+cdef Py_ssize_t C_DEEP_CONTAINERS = _decode_common.DEEP_CONTAINERS
 cdef const char* B64_ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 cdef object _a2b = binascii.a2b_base64
 cdef object _from_bytes = int.from_bytes
@@ -1524,9 +1525,9 @@ cdef object _load(bytes data, Py_ssize_t pos, _Context ctx):
 
 cdef object _finish(object value, _Context ctx, Py_ssize_t start):
     """_decode_common.finish, with its common cases (nothing to check, or only the depth) in C."""
-    # Every nesting level comes from a container opcode; known types and
-    # BTree states at most double the levels, hence the margin.
-    cdef bint maybe_deep = ctx.containers > C_MAX_DEPTH // 2
+    # Every nesting level comes from a container opcode, at most three per
+    # opcode (see _decode_common.DEEP_CONTAINERS).
+    cdef bint maybe_deep = ctx.containers > C_DEEP_CONTAINERS
     if ctx.unrepresentable or ctx.cyclic or ctx.flags & F_ESCAPED_KEY:
         return finish(value, ctx.unrepresentable, ctx.cyclic, maybe_deep, ctx.flags, start)
     if maybe_deep and _too_deep(value, 0):
@@ -1677,8 +1678,6 @@ cdef _Context _decode_record(object data):
         ctx.flags &= ~(F_FLOAT | F_EXP_FLOAT | F_SURROGATE | F_ESCAPED_KEY)
         if "\x00" not in module + name:
             ctx.flags &= ~F_NUL
-    except RecursionError:
-        raise CodecError("maximum nesting depth exceeded") from None
     ctx.module = module
     ctx.name = name
     ctx.state = state
@@ -1755,8 +1754,6 @@ cdef tuple _decode_pickle(object data):
         return _finish(value, ctx, 0), ctx.flags
     except Unrepresentable:
         return {"@pkl": b64encode(data[:ctx.stop])}, 0
-    except RecursionError:
-        raise CodecError("maximum nesting depth exceeded") from None
 
 
 def pickle_to_dict(data):

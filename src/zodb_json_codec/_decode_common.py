@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from . import _known
-from ._common import MAX_DEPTH, CodecError, btree_kind, unescape_key
+from ._common import MAX_DEPTH, STDLIB_JSON_DEPTH, CodecError, btree_kind, rebuild_tree, unescape_key
 from ._jsontext_py import check_class_names
 
 # Flags describing what a decoded value holds, so the PostgreSQL paths only
@@ -20,15 +20,21 @@ F_SURROGATE = 2    # a string with a lone surrogate
 F_FLOAT = 4        # NaN, +-inf or -0.0
 F_EXP_FLOAT = 8    # a float whose repr uses an exponent
 F_ESCAPED_KEY = 16  # a key that looks like "@ns:..." / "@su:..."
+F_SHALLOW = 32     # few enough containers for json.dumps's recursion (the pure twin's fast path)
 
 # Kinds of objects under construction (REDUCE / NEWOBJ results).
 REDUCE, NEWOBJ = 0, 1
 
-# Opcodes that make a container (or may).  A tree is at most about as deep as
-# the number of them in its pickle: where that number is small, the depth
-# walk after decoding is skipped.
-CONTAINER_OPS = b"()]}tld\x85\x86\x87RbQP\x81\x92\x8f\x91io"
-NOT_CONTAINER_OPS = bytes(b for b in range(256) if b not in CONTAINER_OPS)
+# Both decoders count the opcodes they run that make a container (lists,
+# dicts, tuples, sets, objects, references).  Each adds at most three levels
+# to a path through the value -- an object, the list of its dict items, one
+# item pair -- and at most four levels of JSON ({"@newobj": {"items": [[k,
+# v]]}}), plus a few for the record's wrappers.  Values from fewer container
+# opcodes than DEEP_CONTAINERS cannot be too deep, so their depth is not
+# walked; the pure twin sends values from at most SHALLOW_CONTAINERS through
+# json.dumps without measuring them.
+DEEP_CONTAINERS = (MAX_DEPTH - 4) // 3
+SHALLOW_CONTAINERS = (STDLIB_JSON_DEPTH - 10) // 4
 
 
 class Unrepresentable(Exception):
@@ -115,8 +121,8 @@ def generic_call(obj: Obj, marker: str) -> dict:
 def finish(value: Any, unrepresentable: bool, cyclic: bool, maybe_deep: bool, flags: int, start: int) -> Any:
     """Check the value tree of the pickle at ``start``; raise Unrepresentable when JSON cannot carry it.
 
-    ``maybe_deep``: the pickle has enough container opcodes to be more than
-    MAX_DEPTH deep (each twin counts them its own way; a generous bound only
+    ``maybe_deep``: the pickle ran more than DEEP_CONTAINERS container
+    opcodes, enough to be more than MAX_DEPTH deep (a generous count only
     costs time).  ``cyclic``: a shared value was mutated.
     """
     if unrepresentable:
@@ -148,37 +154,38 @@ def object_record_state(first: Any, state: Any, unrepresentable: bool, cyclic: b
 
 
 def _has_cycle(root: Any) -> bool:
-    """Does the value graph contain itself?  Deeper than the limit is a depth error."""
-    on_path: set = set()
-    done: set = set()
+    """Does the value graph contain itself?  Deeper than 3 * MAX_DEPTH is a depth error.
 
-    def visit(v: Any, depth: int) -> bool:
-        t = type(v)
-        if t is dict:
-            children = v.values()
-        elif t is list:
-            children = v
-        else:
-            return False
-        key = id(v)
-        if key in on_path:
-            return True
-        if key in done:
-            return False
-        if depth > 3 * MAX_DEPTH:
-            raise CodecError("maximum nesting depth exceeded")
-        on_path.add(key)
-        for c in children:
-            if (type(c) is dict or type(c) is list) and visit(c, depth + 1):
-                return True
-        on_path.discard(key)
-        done.add(key)
+    A depth-first walk with an explicit stack, so that any depth is walked
+    without recursion.
+    """
+    if type(root) is not dict and type(root) is not list:
         return False
-
-    try:
-        return visit(root, 0)
-    except RecursionError:
-        raise CodecError("maximum nesting depth exceeded") from None
+    on_path = {id(root)}
+    done: set = set()
+    stack: list = []
+    key, depth = id(root), 0
+    it: Any = iter(root.values() if type(root) is dict else root)
+    while True:
+        for c in it:
+            if type(c) is dict or type(c) is list:
+                child = id(c)
+                if child in on_path:
+                    return True
+                if child in done:
+                    continue
+                if depth >= 3 * MAX_DEPTH:
+                    raise CodecError("maximum nesting depth exceeded")
+                on_path.add(child)
+                stack.append((it, key, depth))
+                it, key, depth = iter(c.values() if type(c) is dict else c), child, depth + 1
+                break
+        else:
+            on_path.discard(key)
+            done.add(key)
+            if not stack:
+                return False
+            it, key, depth = stack.pop()
 
 
 # Markers whose list payload stands at the marker's own level (REFERENCE 3.4).
@@ -187,57 +194,70 @@ _LIST_PAYLOADS = frozenset(("@t", "@set", "@fset", "@td", "@cls"))
 _DICT_PAYLOADS = frozenset(("@reduce", "@newobj", "@inst"))
 
 
+def _levels_below(v: Any) -> Any:
+    """What _check_depth counts one level below the container v, or None for a scalar marker."""
+    if type(v) is list:
+        return v
+    if len(v) == 1:
+        for k in v:
+            break
+        payload = v[k]
+        if k in _LIST_PAYLOADS and type(payload) is list:
+            return payload
+        if k in _DICT_PAYLOADS and type(payload) is dict:
+            return payload.values()
+        if k == "@d" and type(payload) is list:
+            return [x for pair in payload if type(pair) is list for x in pair]
+        if type(payload) is str and type(k) is str and k[:1] == "@":
+            return None  # bytes, a big int, a date...: a scalar, not a level
+    return v.values()
+
+
 def _check_depth(root: Any) -> None:
     """Nesting deeper than MAX_DEPTH is an error, counted as the reference counts it.
 
     Each container is a level; a tuple's or set's items, a dict's keys and
     values (also in the ``@d`` pair form), a reference's id and an object's
-    callable, arguments and state are one level below it.
+    callable, arguments and state are one level below it.  Walked with an
+    explicit stack: any depth is checked without recursion.
     """
-
-    def visit(v: Any, depth: int) -> None:
-        t = type(v)
-        if t is list:
-            children: Any = v
-        elif t is dict:
-            children = v.values()
-            if len(v) == 1:
-                for k in v:
-                    break
-                payload = v[k]
-                if k in _LIST_PAYLOADS and type(payload) is list:
-                    children = payload
-                elif k in _DICT_PAYLOADS and type(payload) is dict:
-                    children = payload.values()
-                elif k == "@d" and type(payload) is list:
-                    children = [x for pair in payload if type(pair) is list for x in pair]
-                elif type(payload) is str and type(k) is str and k[:1] == "@":
-                    return  # bytes, a big int, a date...: a scalar, not a level
-        else:
-            return
-        if depth > MAX_DEPTH:
-            raise CodecError("maximum nesting depth exceeded")
-        for c in children:
+    if type(root) is not list and type(root) is not dict:
+        return
+    children = _levels_below(root)
+    if children is None:
+        return
+    stack: list = []
+    it, depth = iter(children), 1  # the depth of what `it` gives
+    while True:
+        for c in it:
             if type(c) is dict or type(c) is list:
-                visit(c, depth + 1)
+                children = _levels_below(c)
+                if children is None:
+                    continue
+                if depth > MAX_DEPTH:
+                    raise CodecError("maximum nesting depth exceeded")
+                stack.append((it, depth))
+                it, depth = iter(children), depth + 1
+                break
+        else:
+            if not stack:
+                return
+            it, depth = stack.pop()
 
-    try:
-        visit(root, 0)
-    except RecursionError:
-        raise CodecError("maximum nesting depth exceeded") from None
+
+def _same(x: Any) -> Any:
+    return x
+
+
+def _pairs_if_escaped_keys(original: dict, copy: dict) -> dict:
+    if any(type(k) is str and unescape_key(k) is not None for k in original):
+        return {"@d": [[k, x] for k, x in copy.items()]}
+    return copy
 
 
 def _escape_keys(v: Any) -> Any:
     """Write dicts with keys that read back as ``@ns:``/``@su:`` escapes in the @d form."""
-    t = type(v)
-    if t is list:
-        return [_escape_keys(x) for x in v]
-    if t is dict:
-        if any(type(k) is str and unescape_key(k) is not None for k in v):
-            return {"@d": [[k, _escape_keys(x)] for k, x in v.items()]}
-        return {k: _escape_keys(x) for k, x in v.items()}
-    return v
-
+    return rebuild_tree(v, _same, _same, _pairs_if_escaped_keys)
 
 
 # ---------------------------------------------------------------------------

@@ -16,17 +16,15 @@ from typing import Any, List, Optional, Tuple
 
 from . import _known
 from ._common import (
-    I64_MAX, I64_MIN, MAX_BIGINT_BITS, MAX_DEPTH, CodecError, b64encode, btree_kind, bytes_argument,
-    decimal_to_int, ensure_recursion_limit, float_marker, int_to_decimal, marker_kind,
+    I64_MAX, I64_MIN, MAX_BIGINT_BITS, CodecError, b64encode, btree_kind, bytes_argument,
+    decimal_to_int, float_marker, int_to_decimal, marker_kind,
 )
 from ._decode_common import (
-    F_ESCAPED_KEY, F_EXP_FLOAT, F_FLOAT, F_NUL, F_SURROGATE, NEWOBJ, NOT_CONTAINER_OPS, REDUCE, Obj,
-    Unrepresentable, check_class_names_at_offset_0, decode_string_escapes, finish, in_state, is_global,
-    object_record_state, render_obj,
+    DEEP_CONTAINERS, F_ESCAPED_KEY, F_EXP_FLOAT, F_FLOAT, F_NUL, F_SHALLOW, F_SURROGATE, NEWOBJ, REDUCE,
+    SHALLOW_CONTAINERS, Obj, Unrepresentable, check_class_names_at_offset_0, decode_string_escapes, finish,
+    in_state, is_global, object_record_state, render_obj,
 )
 from ._jsontext_py import pg_json_text, pretty_json_text, sanitize_for_pg
-
-ensure_recursion_limit()
 
 _from_bytes = int.from_bytes
 _b2a = binascii.b2a_base64
@@ -36,7 +34,7 @@ class _Context:
     """Per-call decoding state (no module-level mutable state: thread safe)."""
 
     __slots__ = ("compact", "memo", "objs", "dforms", "shared", "cyclic", "flags", "refs",
-                 "unrepresentable", "uncallable", "data")
+                 "unrepresentable", "uncallable", "data", "containers")
 
     def __init__(self, data: bytes, compact: bool) -> None:
         self.data = data
@@ -50,6 +48,7 @@ class _Context:
         self.refs: List[int] = []
         self.unrepresentable = False
         self.uncallable = False     # REDUCE/NEWOBJ of a value no unpickler could call
+        self.containers = 0         # container opcodes run (see _decode_common.DEEP_CONTAINERS)
 
 
 def _err(msg: str, pos: int) -> CodecError:
@@ -256,6 +255,7 @@ def _load(data: bytes, pos: int, ctx: _Context) -> Tuple[Any, int]:
     b2a = _b2a
     from_bytes = _from_bytes
     unpack_double = _unpack_double
+    containers = 0  # container opcodes run: they bound the depth of what is built
     while True:
         if pos >= end:
             raise _eof(pos)
@@ -340,6 +340,7 @@ def _load(data: bytes, pos: int, ctx: _Context) -> Tuple[Any, int]:
                 push = stack.append
                 pop = stack.pop
             elif op == 0x7D:  # EMPTY_DICT
+                containers += 1
                 push({})
             elif op == 0x73:  # SETITEM
                 if len(stack) < 3:
@@ -348,6 +349,7 @@ def _load(data: bytes, pos: int, ctx: _Context) -> Tuple[Any, int]:
                 k = pop()
                 _set_items(ctx, stack[-1], [k, v], start, "SETITEM")
             elif op == 0x86:  # TUPLE2
+                containers += 1
                 if len(stack) < 2:
                     raise _err("pickle stack underflow", start)
                 b = pop()
@@ -365,6 +367,7 @@ def _load(data: bytes, pos: int, ctx: _Context) -> Tuple[Any, int]:
                     raise _err("pickle stack underflow", start)
                 _append(ctx, stack[-1], items, start, "APPENDS")
             elif op == 0x5D:  # EMPTY_LIST
+                containers += 1
                 push([])
             elif op == 0x47:  # BINFLOAT
                 if pos + 8 > end:
@@ -398,25 +401,30 @@ def _load(data: bytes, pos: int, ctx: _Context) -> Tuple[Any, int]:
                 name, pos = _text_line(data, pos, start)
                 push({"@cls": [_line_utf8(module, start, ctx), _line_utf8(name, start, ctx)]})
             elif op == 0x52:  # REDUCE
+                containers += 1
                 if len(stack) < 2:
                     raise _err("pickle stack underflow", start)
                 args = pop()
                 stack[-1] = _new_obj(ctx, REDUCE, stack[-1], args)
             elif op == 0x81:  # NEWOBJ
+                containers += 1
                 if len(stack) < 2:
                     raise _err("pickle stack underflow", start)
                 args = pop()
                 stack[-1] = _new_obj(ctx, NEWOBJ, stack[-1], args)
             elif op == 0x62:  # BUILD
+                containers += 1
                 if len(stack) < 2:
                     raise _err("pickle stack underflow", start)
                 state = pop()
                 stack[-1] = _build(ctx, stack[-1], state)
             elif op == 0x85:  # TUPLE1
+                containers += 1
                 if not stack:
                     raise _err("pickle stack underflow", start)
                 stack[-1] = {"@t": [stack[-1]]}
             elif op == 0x51:  # BINPERSID
+                containers += 1
                 if not stack:
                     raise _err("pickle stack underflow", start)
                 stack[-1] = _persistent_ref(ctx, stack[-1], start)
@@ -430,8 +438,10 @@ def _load(data: bytes, pos: int, ctx: _Context) -> Tuple[Any, int]:
                 push({"@b": b2a(data[pos:pos + n], newline=False).decode("ascii")})
                 pos += n
             elif op == 0x29:  # EMPTY_TUPLE
+                containers += 1
                 push({"@t": []})
             elif op == 0x87:  # TUPLE3
+                containers += 1
                 if len(stack) < 3:
                     raise _err("pickle stack underflow", start)
                 c = pop()
@@ -442,6 +452,7 @@ def _load(data: bytes, pos: int, ctx: _Context) -> Tuple[Any, int]:
             elif op == 0x89:  # NEWFALSE
                 push(False)
             elif op == 0x74:  # TUPLE
+                containers += 1
                 if not metastack:
                     raise _err("pickle stack underflow (no MARK for TUPLE)", start)
                 items = stack
@@ -462,6 +473,7 @@ def _load(data: bytes, pos: int, ctx: _Context) -> Tuple[Any, int]:
             elif op == 0x2E:  # STOP
                 if not stack:
                     raise _err("pickle stack underflow", start)
+                ctx.containers += containers
                 return stack[-1], pos
             elif op == 0x72:  # LONG_BINPUT
                 if pos + 4 > end:
@@ -533,6 +545,7 @@ def _load(data: bytes, pos: int, ctx: _Context) -> Tuple[Any, int]:
                 v = pop()
                 _append(ctx, stack[-1], [v], start, "APPEND")
             elif op == 0x6C:  # LIST
+                containers += 1
                 if not metastack:
                     raise _err("pickle stack underflow (no MARK for LIST)", start)
                 items = stack
@@ -541,6 +554,7 @@ def _load(data: bytes, pos: int, ctx: _Context) -> Tuple[Any, int]:
                 pop = stack.pop
                 push(items)
             elif op == 0x64:  # DICT
+                containers += 1
                 if not metastack:
                     raise _err("pickle stack underflow (no MARK for DICT)", start)
                 items = stack
@@ -549,6 +563,7 @@ def _load(data: bytes, pos: int, ctx: _Context) -> Tuple[Any, int]:
                 pop = stack.pop
                 push(_new_dict(ctx, items, start))
             elif op == 0x8F:  # EMPTY_SET
+                containers += 1
                 push({"@set": []})
             elif op == 0x90:  # ADDITEMS
                 if not metastack:
@@ -566,6 +581,7 @@ def _load(data: bytes, pos: int, ctx: _Context) -> Tuple[Any, int]:
                     _note_mutation(ctx, target)
                 target["@set"].extend(items)
             elif op == 0x91:  # FROZENSET
+                containers += 1
                 if not metastack:
                     raise _err("pickle stack underflow (no MARK for FROZENSET)", start)
                 items = stack
@@ -574,6 +590,7 @@ def _load(data: bytes, pos: int, ctx: _Context) -> Tuple[Any, int]:
                 pop = stack.pop
                 push({"@fset": items})
             elif op == 0x92:  # NEWOBJ_EX
+                containers += 1
                 if len(stack) < 3:
                     raise _err("pickle stack underflow", start)
                 kwargs = pop()
@@ -595,6 +612,7 @@ def _load(data: bytes, pos: int, ctx: _Context) -> Tuple[Any, int]:
                 else:
                     push({"@b": b64encode(raw)})
             elif op == 0x96:  # BYTEARRAY8: what protocol 4 writes for a bytearray
+                containers += 1
                 if pos + 8 > end:
                     raise _eof(pos)
                 n = from_bytes(data[pos:pos + 8], "little")
@@ -674,6 +692,7 @@ def _load(data: bytes, pos: int, ctx: _Context) -> Tuple[Any, int]:
                     raise _err(f"invalid pickle data: UNICODE escape: {exc.reason}", start) from None
                 push(_checked_text(s, ctx))
             elif op == 0x50:  # PERSID
+                containers += 1
                 line, pos = _text_line(data, pos, start)
                 try:
                     pid = line.decode("ascii")
@@ -684,6 +703,7 @@ def _load(data: bytes, pos: int, ctx: _Context) -> Tuple[Any, int]:
                     ctx.flags |= F_NUL
                 push(_persistent_ref(ctx, pid, start))
             elif op == 0x69:  # INST
+                containers += 1
                 module, pos = _text_line(data, pos, start)
                 name, pos = _text_line(data, pos, start)
                 if not metastack:
@@ -695,6 +715,7 @@ def _load(data: bytes, pos: int, ctx: _Context) -> Tuple[Any, int]:
                 klass = {"@cls": [_line_utf8(module, start, ctx), _line_utf8(name, start, ctx)]}
                 push(_instantiate(ctx, klass, items))
             elif op == 0x6F:  # OBJ
+                containers += 1
                 if not metastack:
                     raise _err("pickle stack underflow (no MARK for OBJ)", start)
                 items = stack
@@ -812,9 +833,10 @@ def _build(ctx: _Context, target: Any, state: Any) -> Any:
 # After the walk
 # ---------------------------------------------------------------------------
 
-def _finish(value: Any, ctx: _Context, data: bytes, start: int) -> Any:
-    maybe_deep = len(data.translate(None, NOT_CONTAINER_OPS)) > MAX_DEPTH
-    return finish(value, ctx.unrepresentable, ctx.cyclic, maybe_deep, ctx.flags, start)
+def _finish(value: Any, ctx: _Context, start: int) -> Any:
+    if ctx.containers <= SHALLOW_CONTAINERS:
+        ctx.flags |= F_SHALLOW
+    return finish(value, ctx.unrepresentable, ctx.cyclic, ctx.containers > DEEP_CONTAINERS, ctx.flags, start)
 
 
 # ---------------------------------------------------------------------------
@@ -858,7 +880,7 @@ def _decode_record(data: Any, compact: bool = True) -> Tuple[str, str, Any, List
             state = {"@args": args, "@state": state}
         if b"@ns:" in data or b"@su:" in data:
             ctx.flags |= F_ESCAPED_KEY
-        state = _finish(state, ctx, data, pos)
+        state = _finish(state, ctx, pos)
         if meta is None:
             state = object_record_state(klass, state, class_unrepresentable, class_cyclic or ctx.cyclic,
                                         ctx.flags)
@@ -867,8 +889,6 @@ def _decode_record(data: Any, compact: bool = True) -> Tuple[str, str, Any, List
         ctx.flags &= ~(F_FLOAT | F_EXP_FLOAT | F_SURROGATE | F_ESCAPED_KEY)
         if "\x00" not in module + name:
             ctx.flags &= ~F_NUL
-    except RecursionError:
-        raise CodecError("maximum nesting depth exceeded") from None
     return module, name, state, ctx.refs, ctx.flags, pos
 
 
@@ -884,6 +904,7 @@ def _load_state_with_own_memo(data: bytes, pos: int, ctx: _Context) -> Optional[
     """
     fresh = _Context(data, ctx.compact)
     fresh.flags = ctx.flags
+    fresh.containers = ctx.containers  # the class pickle's arguments are part of the value
     try:
         state, _ = _load(data, pos, fresh)
     except CodecError:
@@ -922,7 +943,7 @@ def decode_zodb_record_for_pg_json(data: Any) -> tuple:
     module, name, state, refs, flags, start = _decode_record(data)
     check_class_names_at_offset_0(module, name)
     special = flags & (F_NUL | F_SURROGATE | F_FLOAT | F_EXP_FLOAT)
-    return module, name, in_state(pg_json_text, start, state, special), refs
+    return module, name, in_state(pg_json_text, start, state, special, flags & F_SHALLOW), refs
 
 
 def _decode_pickle(data: Any) -> Any:
@@ -932,11 +953,9 @@ def _decode_pickle(data: Any) -> Any:
         value, stop = _load(data, 0, ctx)
         if b"@ns:" in data or b"@su:" in data:
             ctx.flags |= F_ESCAPED_KEY
-        return _finish(value, ctx, data[:stop], 0), ctx.flags
+        return _finish(value, ctx, 0), ctx.flags
     except Unrepresentable:
         return {"@pkl": b64encode(data[:stop])}, 0
-    except RecursionError:
-        raise CodecError("maximum nesting depth exceeded") from None
 
 
 def pickle_to_dict(data: Any) -> Any:

@@ -28,16 +28,13 @@ from ._opcodes cimport *
 
 cimport cython
 
-import json
 import struct
 
 from . import _known
 from ._common import (
-    MAX_DEPTH, RECURSION_NEEDED, CodecError, b64decode, btree_kind, decimal_to_int,
-    ensure_recursion_limit, float_from_marker, unescape_key,
+    MAX_DEPTH, CodecError, b64decode, btree_kind, decimal_to_int, float_from_marker, unescape_key,
 )
-
-ensure_recursion_limit()
+from ._jsonread import read_json
 
 cdef extern from "Python.h":
     bint PyUnicode_IS_ASCII(object o)
@@ -229,15 +226,6 @@ cdef extern from *:
 
 # Limits, read once from _common.
 cdef Py_ssize_t _MAX_DEPTH = MAX_DEPTH
-# The pure twin writes a reference's id at the reference's own depth, so only
-# Python's recursion limit stops a chain {"@ref": {"@ref": ...}}: a
-# RecursionError, turned into the depth error.  Here a chain is a loop, and
-# this budget stands for that limit: three of the pure twin's frames per
-# reference and one per level of nesting.  It fails where the pure twin does
-# for chains at the top and in lists, called from a shallow stack; the pure
-# twin's own limit depends on its caller's stack and on the frames a level
-# costs it (a dict level three), so the two can differ past ~2000 links.
-cdef Py_ssize_t _FRAME_BUDGET = RECURSION_NEEDED - 9
 
 _Global = _known.Global
 _Call = _known.Call
@@ -264,7 +252,6 @@ cdef struct Writer:
     Py_ssize_t cap
     bint heap            # buf is PyMem_Malloc'ed (else it is the caller's stack array)
     bint expand_refs     # read the compact @ref forms of decode_zodb_record
-    Py_ssize_t refs      # @ref markers around the value being written
 
 
 cdef inline void _init(Writer* w, unsigned char* stack, bint expand_refs) noexcept:
@@ -273,7 +260,6 @@ cdef inline void _init(Writer* w, unsigned char* stack, bint expand_refs) noexce
     w.cap = _STACK_BUFFER
     w.heap = False
     w.expand_refs = expand_refs
-    w.refs = 0
 
 
 cdef inline void _release(Writer* w) noexcept:
@@ -1207,17 +1193,18 @@ cdef int _hex_bytes(Writer* w, str text) except -1:
 
 
 cdef int _ref(Writer* w, object v, Py_ssize_t depth) except -1:
-    """``{"@ref": v}``."""
+    """``{"@ref": v}`` at depth: its id is one level below it."""
     cdef Py_ssize_t links = 1, i
     cdef PyObject* inner
     # A reference whose id is a reference, and so on: the innermost is written
-    # first, then one BINPERSID per link (the pure twin recurses instead).
+    # first, then one BINPERSID per link; each link is a level, as each
+    # reference dict is for the pure twin's walk.
     while True:
-        if 3 * (w.refs + links) + depth > _FRAME_BUDGET:
-            raise _depth_error()
         inner = _ref_payload(v)
         if inner == NULL:
             break
+        if depth + links > _MAX_DEPTH and type(<object>inner) is not str:
+            raise _depth_error()
         links += 1
         v = <object>inner
     if w.expand_refs and type(v) is str and _hex_bytes(w, <str>v):
@@ -1231,9 +1218,7 @@ cdef int _ref(Writer* w, object v, Py_ssize_t depth) except -1:
         _global_dotted(w, <str>PyList_GET_ITEM(v, 1))
         _op2(w, TUPLE2, BINPERSID)
     else:
-        w.refs += links
-        _value(w, v, depth)  # the id is the reference's payload, at its level
-        w.refs -= links
+        _value(w, v, depth + links)  # the innermost reference's id, one level below it
         _op(w, BINPERSID)
     for i in range(links - 1):
         _op(w, BINPERSID)
@@ -1881,8 +1866,6 @@ def encode_zodb_record(obj):
             _value(&w, state, 0)
         _op(&w, STOP)
         return _result(&w)
-    except RecursionError:
-        raise _depth_error() from None
     finally:
         _release(&w)
 
@@ -1897,8 +1880,6 @@ cdef bytes _pickle(object value, bint expand_refs=False):
         _value(&w, value, 0)
         _op(&w, STOP)
         return _result(&w)
-    except RecursionError:
-        raise _depth_error() from None
     finally:
         _release(&w)
 
@@ -1917,10 +1898,6 @@ def dict_to_pickle(obj):
     return _pickle(obj)
 
 
-def _no_constant(name):
-    raise CodecError(f"JSON error: {name} is not valid JSON")
-
-
 def json_to_pickle(json_str):
     """One pickle of JSON text in the marker format (key order kept, numbers exact).
 
@@ -1928,14 +1905,7 @@ def json_to_pickle(json_str):
     """
     if not isinstance(json_str, str):
         raise TypeError(f"argument 'json_str': expected str, not {type(json_str).__name__}")
-    try:
-        value = json.loads(json_str, parse_constant=_no_constant)
-    except CodecError:
-        raise
-    except json.JSONDecodeError as exc:
-        raise CodecError(f"JSON error: {exc}") from None
-    except RecursionError:
-        raise _depth_error() from None
+    value = read_json(json_str)
     verbatim = _verbatim(value)
     if verbatim is not None:
         return verbatim

@@ -1,6 +1,8 @@
 """Reference encoder (normative; ``_encode_c.pyx`` is its Cython twin): marker values -> pickle bytes.
 
-One walk over the value tree writing opcodes into a list of byte strings.
+One walk over the value tree writing opcodes into a list of byte strings,
+with an explicit stack of frames rather than recursion, so that values as
+deep as the format allows need no more of Python's stack than shallow ones.
 Markers are recognised by ``_common.marker_kind`` (the decoder escapes any
 user dict it would misread), known types become calls described by
 ``_known``.  Output is protocol 3 (what ZODB writes), without memo opcodes.
@@ -8,17 +10,15 @@ user dict it would misread), known types become calls described by
 
 from __future__ import annotations
 
-import json
 import struct
-from typing import Any, Callable, List
+from typing import Any, Callable, Iterator, List, Optional
 
 from . import _known
 from ._common import (
-    MAX_DEPTH, CodecError, b64decode, btree_kind, decimal_to_int, ensure_recursion_limit,
-    float_from_marker, marker_kind, unescape_key,
+    MAX_DEPTH, CodecError, b64decode, btree_kind, decimal_to_int, float_from_marker, marker_kind,
+    unescape_key,
 )
-
-ensure_recursion_limit()
+from ._jsonread import read_json
 
 _PROTO3 = b"\x80\x03"
 _pack_I = struct.Struct("<I").pack
@@ -46,6 +46,22 @@ def _is_scalar_marker(d: dict) -> bool:
 
 def _depth_error() -> CodecError:
     return CodecError("invalid pickle data: maximum nesting depth exceeded")
+
+
+# Frames of the walk: (iterator, mode, depth, closing opcodes).  A VALUES
+# frame gives values at `depth`, a PAIRS frame a plain dict's (key, value)
+# items at `depth`, a STEPS frame (a marker's generator) gives (value, depth)
+# to walk, or (_FRAME, frame) to walk a whole frame (a tuple's items).  The
+# closing opcodes are written when the iterator is exhausted.  Generators
+# write their own opcodes between steps: the walk finishes each step before
+# it asks for the next, so everything is written in the order of a
+# recursive walk, and the first error found is the one a recursive walk
+# would find.
+_VALUES, _PAIRS, _STEPS = 0, 1, 2
+_FRAME = object()
+_NO_OPS = b""
+_TUPLE_CLOSE = (_EMPTY_TUPLE, _TUPLE1, _TUPLE2, _TUPLE3)
+_SET_CLOSE = _TUPLE1 + _REDUCE
 
 
 class _Writer:
@@ -103,117 +119,164 @@ class _Writer:
     # -- the walk ----------------------------------------------------------------
 
     def value(self, v: Any, depth: int) -> None:
-        t = type(v)
-        if t is str:
-            raw = v.encode("utf-8", "surrogatepass")
-            self.parts.append(b"X" + _pack_I(len(raw)))
-            self.parts.append(raw)
-        elif t is dict:
-            if depth > MAX_DEPTH and not _is_scalar_marker(v):
-                raise _depth_error()
-            self.dict(v, depth)
-        elif t is int:
-            self.int(v)
-        elif t is list:
-            if depth > MAX_DEPTH:
-                raise _depth_error()
-            ap = self.parts.append
-            ap(b"]")
-            if v:
-                ap(_MARK)
-                value = self.value
-                for x in v:
-                    value(x, depth + 1)
-                ap(_APPENDS)
-        elif t is float:
-            self.parts.append(b"G" + _pack_d(v))
-        elif v is None:
+        """Write v, a value at depth."""
+        if v is None:
             self.parts.append(b"N")
-        elif v is True:
-            self.parts.append(b"\x88")
-        elif v is False:
-            self.parts.append(b"\x89")
         else:
-            self.native(v, depth)
+            self.walk(iter((v,)), _VALUES, depth, _NO_OPS)
 
-    def tuple(self, items: Any, depth: int) -> None:
-        n = len(items)
-        ap = self.parts.append
-        if n == 0:
-            ap(_EMPTY_TUPLE)
-            return
-        value = self.value
-        if n > 3:
-            ap(_MARK)
-        for x in items:
-            value(x, depth + 1)
-        ap(_TUPLE1 if n == 1 else _TUPLE2 if n == 2 else _TUPLE3 if n == 3 else _TUPLE)
+    def walk(self, it: Iterator, mode: int, depth: int, close: bytes) -> None:
+        """Write everything a frame gives, with an explicit stack of the frames under way.
 
-    def plain_dict(self, d: dict, depth: int) -> None:
+        Lists and plain dicts, the commonest containers, are opened here;
+        markers and other types return the frame of what they hold.
+        """
         ap = self.parts.append
-        ap(b"}")
-        if not d:
-            return
-        ap(_MARK)
-        value = self.value
-        for k, x in d.items():
-            if type(k) is str and k[:1] == "@":
-                original = unescape_key(k)
-                value(k if original is None else original, depth + 1)
+        pack_I = _pack_I
+        small_ints = _SMALL_INTS
+        markers = _MARKERS
+        stack: list = []
+        push = stack.append
+        while True:
+            for v in it:
+                if mode:
+                    if mode == _PAIRS:
+                        k, v = v
+                        if type(k) is str:
+                            if k[:1] == "@":
+                                original = unescape_key(k)
+                                if original is not None:
+                                    k = original
+                            raw = k.encode("utf-8", "surrogatepass")
+                            ap(b"X" + pack_I(len(raw)))
+                            ap(raw)
+                        else:  # a key of another type is a value like any other
+                            push((it, mode, depth, close))
+                            it = iter(((k, depth), (v, depth)))
+                            mode = _STEPS
+                            close = _NO_OPS
+                            break
+                    else:
+                        v, depth = v
+                        if v is _FRAME:
+                            push((it, mode, 0, close))
+                            it, mode, depth, close = depth
+                            break
+                t = type(v)
+                if t is str:
+                    raw = v.encode("utf-8", "surrogatepass")
+                    ap(b"X" + pack_I(len(raw)))
+                    ap(raw)
+                elif t is dict:
+                    if depth > MAX_DEPTH and not _is_scalar_marker(v):
+                        raise _depth_error()
+                    kind = marker_kind(v) if len(v) <= 4 else None
+                    if kind is None or kind == "wrapper":
+                        ap(b"}")
+                        if v:
+                            ap(_MARK)
+                            push((it, mode, depth, close))
+                            it = iter(v.items())
+                            mode = _PAIRS
+                            depth += 1
+                            close = _SETITEMS
+                            break
+                    else:
+                        inner = markers[kind](self, v, depth)
+                        if inner is not None:
+                            push((it, mode, depth, close))
+                            it, mode, depth, close = inner
+                            break
+                elif t is int:
+                    if 0 <= v < 256:
+                        ap(small_ints[v])
+                    else:
+                        self.int(v)
+                elif t is list:
+                    if depth > MAX_DEPTH:
+                        raise _depth_error()
+                    ap(b"]")
+                    if v:
+                        ap(_MARK)
+                        push((it, mode, depth, close))
+                        it = iter(v)
+                        mode = _VALUES
+                        depth += 1
+                        close = _APPENDS
+                        break
+                elif t is float:
+                    ap(b"G" + _pack_d(v))
+                elif v is None:
+                    ap(b"N")
+                elif v is True:
+                    ap(b"\x88")
+                elif v is False:
+                    ap(b"\x89")
+                else:
+                    inner = self.native(v, depth)
+                    if inner is not None:
+                        push((it, mode, depth, close))
+                        it, mode, depth, close = inner
+                        break
             else:
-                value(k, depth + 1)
-            value(x, depth + 1)
-        ap(_SETITEMS)
+                if close:
+                    ap(close)
+                if not stack:
+                    return
+                it, mode, depth, close = stack.pop()
 
-    def dict(self, d: dict, depth: int) -> None:
-        kind = marker_kind(d) if len(d) <= 4 else None
-        if kind is None or kind == "wrapper":
-            self.plain_dict(d, depth)
-            return
-        handler = _MARKERS.get(kind)
-        handler(self, d, depth)
+    def tuple(self, items: Any, depth: int) -> Optional[tuple]:
+        """A tuple of items at depth: its opening written, the frame of its items returned (None if empty)."""
+        n = len(items)
+        if n == 0:
+            self.parts.append(_EMPTY_TUPLE)
+            return None
+        if n > 3:
+            self.parts.append(_MARK)
+            return iter(items), _VALUES, depth + 1, _TUPLE
+        return iter(items), _VALUES, depth + 1, _TUPLE_CLOSE[n]
 
     # -- markers -----------------------------------------------------------------
 
-    def call(self, call: Any, depth: int) -> None:
+    def call(self, call: Any) -> None:
         """A ``_known.Call``: callable, arguments tuple, REDUCE.
 
-        Calls stand for one value at ``depth`` (a datetime, a set): their own
-        few levels of callables and zones do not count as nesting, and list
-        arguments (a set's items) hold their items one level down.
+        Calls stand for one value (a datetime, a decimal): their own few
+        levels of callables and zones are not nesting, and their arguments
+        are calls and scalars, written here.
         """
         callable_ = call.callable
         if type(callable_) is _known.Global:
             self.global_(callable_.module, callable_.name)
         else:
-            self.call(callable_, depth)
+            self.call(callable_)
         args = call.args
         ap = self.parts.append
         n = len(args)
         if n > 3:
             ap(_MARK)
         for a in args:
-            self.call_arg(a, depth)
-        ap(_EMPTY_TUPLE if n == 0 else _TUPLE1 if n == 1 else _TUPLE2 if n == 2 else
-           _TUPLE3 if n == 3 else _TUPLE)
+            t = type(a)
+            if t is str:
+                self.str(a)
+            elif t is bytes:
+                self.bytes(a)
+            elif t is int:
+                self.int(a)
+            elif t is _known.Global:
+                self.global_(a.module, a.name)
+            else:
+                self.call(a)
+        ap(_TUPLE_CLOSE[n] if n <= 3 else _TUPLE)
         ap(_REDUCE)
 
-    def call_arg(self, a: Any, depth: int) -> None:
-        t = type(a)
-        if t is _known.Call:
-            self.call(a, depth)
-        elif t is _known.Global:
-            self.global_(a.module, a.name)
-        else:
-            self.value(a, depth)
-
-    def ref(self, d: dict, depth: int) -> None:
+    def ref(self, d: dict, depth: int) -> Optional[tuple]:
         v = d["@ref"]
         if self.expand_refs:
             if type(v) is str and _known.is_hex(v):
                 self.bytes(bytes.fromhex(v))
                 self.parts.append(b"N" + _TUPLE2 + _BINPERSID)
-                return
+                return None
             if type(v) is list and len(v) == 2 and type(v[0]) is str and type(v[1]) is str:
                 if not _known.is_hex(v[0]):
                     raise CodecError(f"JSON error: hex decode: invalid oid {v[0][:40]!r}")
@@ -221,58 +284,61 @@ class _Writer:
                 module, _, name = v[1].rpartition(".")
                 self.global_(module, name)
                 self.parts.append(_TUPLE2 + _BINPERSID)
-                return
-        self.value(v, depth)  # the id is the reference's payload, at its level
-        self.parts.append(_BINPERSID)
+                return None
+        return iter((v,)), _VALUES, depth + 1, _BINPERSID  # the id is one level below the reference
 
-    def instance(self, d: dict, depth: int) -> None:
+    def instance(self, d: dict, depth: int) -> tuple:
+        return self.instance_steps(d, depth), _STEPS, depth, _NO_OPS
+
+    def instance_steps(self, d: dict, depth: int) -> Iterator:
         module, name = d["@cls"]
         state = d["@s"]
         args = None
         if type(state) is dict and len(state) == 2 and "@args" in state and "@state" in state:
             args, state = state["@args"], state["@state"]
         self.global_(module, name)
+        ap = self.parts.append
         if args is None:
-            self.parts.append(_EMPTY_TUPLE)
+            ap(_EMPTY_TUPLE)
         else:
-            self.value(args, depth + 1)
-        self.parts.append(_REDUCE if (module, name) in _FUNCTIONS_NOT_CLASSES else _NEWOBJ)
-        self.contents(d.get("@appends"), d.get("@items"), depth)
+            yield args, depth + 1
+        ap(_REDUCE if (module, name) in _FUNCTIONS_NOT_CLASSES else _NEWOBJ)
+        yield from self.contents_steps(d.get("@appends"), d.get("@items"), depth)
         kind = btree_kind(module, name)
         if kind is not None:
-            self.btree_state(state, kind[0], depth + 1)
+            yield from self.btree_steps(state, kind[0], depth + 1)
         else:
-            self.value(state, depth + 1)
-        self.parts.append(_BUILD)
+            yield state, depth + 1
+        ap(_BUILD)
 
-    def contents(self, appends: Any, items: Any, depth: int) -> None:
+    def contents_steps(self, appends: Any, items: Any, depth: int) -> Iterator:
         """List and dict subclass contents, written before the state as CPython does."""
-        ap = self.parts.append
         if appends:
             if type(appends) is not list:
                 raise CodecError("invalid pickle data: appends must be a list")
-            ap(_MARK)
-            for x in appends:
-                self.value(x, depth + 1)
-            ap(_APPENDS)
+            self.parts.append(_MARK)
+            yield _FRAME, (iter(appends), _VALUES, depth + 1, _APPENDS)
         if items:
-            self.pairs(items, depth, "items")
+            yield from self.pairs_steps(items, depth, "items")
 
-    def pairs(self, pairs: Any, depth: int, what: str) -> None:
+    def pairs_steps(self, pairs: Any, depth: int, what: str) -> Iterator:
         """MARK key value ... SETITEMS from a list of [key, value] pairs."""
         if type(pairs) is not list:
             raise CodecError(f"invalid pickle data: {what} must be a list of [key, value] pairs")
         ap = self.parts.append
         ap(_MARK)
-        value = self.value
+        depth += 1
         for pair in pairs:
             if type(pair) is not list or len(pair) != 2:
                 raise CodecError(f"invalid pickle data: {what} must be a list of [key, value] pairs")
-            value(pair[0], depth + 1)
-            value(pair[1], depth + 1)
+            yield pair[0], depth
+            yield pair[1], depth
         ap(_SETITEMS)
 
-    def reduce(self, d: dict, depth: int) -> None:
+    def reduce(self, d: dict, depth: int) -> tuple:
+        return self.reduce_steps(d, depth), _STEPS, depth, _NO_OPS
+
+    def reduce_steps(self, d: dict, depth: int) -> Iterator:
         inner = d["@reduce"] if "@reduce" in d else d["@newobj"]
         newobj = "@newobj" in d
         allowed = ("callable", "args", "kwargs", "state", "items", "appends") if newobj else \
@@ -286,36 +352,40 @@ class _Writer:
         kwargs = inner.get("kwargs")
         if not newobj and type(args) is dict and len(args) == 2 and "@args" in args and "@kwargs" in args:
             newobj, args, kwargs = True, args["@args"], args["@kwargs"]  # the reference's NEWOBJ_EX
-        self.value(inner["callable"], depth + 1)
-        self.value(args, depth + 1)
+        ap = self.parts.append
+        yield inner["callable"], depth + 1
+        yield args, depth + 1
         if kwargs is not None:
-            self.value(kwargs, depth + 1)
-            self.parts.append(_NEWOBJ_EX)
+            yield kwargs, depth + 1
+            ap(_NEWOBJ_EX)
         else:
-            self.parts.append(_NEWOBJ if newobj else _REDUCE)
-        self.contents(inner.get("appends"), inner.get("items"), depth)
+            ap(_NEWOBJ if newobj else _REDUCE)
+        yield from self.contents_steps(inner.get("appends"), inner.get("items"), depth)
         if "state" in inner:
-            self.value(inner["state"], depth + 1)
-            self.parts.append(_BUILD)
+            yield inner["state"], depth + 1
+            ap(_BUILD)
 
-    def inst(self, d: dict, depth: int) -> None:
+    def inst(self, d: dict, depth: int) -> tuple:
+        return self.inst_steps(d, depth), _STEPS, depth, _NO_OPS
+
+    def inst_steps(self, d: dict, depth: int) -> Iterator:
         inner = d["@inst"]
         keys = set(inner)
         if keys == {"@obj", "@state"}:
-            self.value(inner["@obj"], depth + 1)
+            yield inner["@obj"], depth + 1
         elif keys == {"@callable", "@args", "@state"}:
-            self.value(inner["@callable"], depth + 1)
-            self.value(inner["@args"], depth + 1)
+            yield inner["@callable"], depth + 1
+            yield inner["@args"], depth + 1
             self.parts.append(_REDUCE)
         else:
             raise CodecError("invalid pickle data: @inst needs @obj/@state or @callable/@args/@state")
-        self.value(inner["@state"], depth + 1)
+        yield inner["@state"], depth + 1
         self.parts.append(_BUILD)
 
-    def btree_state(self, state: Any, is_tree: bool, depth: int) -> None:
+    def btree_steps(self, state: Any, is_tree: bool, depth: int) -> Iterator:
         kind = marker_kind(state, btree=True) if type(state) is dict else None
+        ap = self.parts.append
         if kind == "@kv" or kind == "@ks":
-            ap = self.parts.append
             if kind == "@kv":
                 flat: list = []
                 for pair in state["@kv"]:
@@ -324,34 +394,39 @@ class _Writer:
                     flat.extend(pair)
             else:
                 flat = state["@ks"]
-            self.tuple(flat, depth)
+            items = self.tuple(flat, depth)
+            if items is not None:
+                yield _FRAME, items
             if is_tree:
                 if "@next" in state:
                     raise CodecError("invalid pickle data: @next in the state of a BTree")
                 ap(_TUPLE1 * 3)
             elif "@next" in state:
-                self.value(state["@next"], depth + 1)
+                yield state["@next"], depth + 1
                 ap(_TUPLE2)
             else:
                 ap(_TUPLE1)
         elif kind == "@children":
             if not is_tree:
                 raise CodecError("invalid pickle data: @children in the state of a bucket")
-            self.tuple(state["@children"], depth)
-            self.value(state["@first"], depth + 1)
-            self.parts.append(_TUPLE2)
+            children = self.tuple(state["@children"], depth)
+            if children is not None:
+                yield _FRAME, children
+            yield state["@first"], depth + 1
+            ap(_TUPLE2)
         else:
-            self.value(state, depth)
+            yield state, depth
 
     # -- native Python values (CONTRACT L6) ---------------------------------------
 
-    def native(self, v: Any, depth: int) -> None:
+    def native(self, v: Any, depth: int) -> Optional[tuple]:
+        """Write a value of another type than the JSON ones; the frame of what is still to walk, or None."""
         t = type(v)
         if depth > MAX_DEPTH and isinstance(v, (tuple, list, dict, set, frozenset)):
             raise _depth_error()
         if t is tuple:
-            self.tuple(v, depth)
-        elif t is bytes:
+            return self.tuple(v, depth)
+        if t is bytes:
             self.bytes(v)
         elif isinstance(v, str):
             self.str(str(v))
@@ -362,18 +437,21 @@ class _Writer:
         elif isinstance(v, float):
             self.parts.append(b"G" + _pack_d(float(v)))
         elif isinstance(v, dict):
-            self.dict(dict(v), depth)
+            return iter((dict(v),)), _VALUES, depth, _NO_OPS  # as a dict (no deeper: checked above)
         elif isinstance(v, list):
-            self.value(list(v), depth)
+            return iter((list(v),)), _VALUES, depth, _NO_OPS
         elif isinstance(v, tuple):
-            self.tuple(tuple(v), depth)
+            return self.tuple(tuple(v), depth)
         elif isinstance(v, (bytes, memoryview)):
             self.bytes(bytes(v))
         elif t is bytearray:
-            self.call(_known.Call(_known.Global("builtins", "bytearray"), [bytes(v)]), depth)
+            self.global_("builtins", "bytearray")
+            self.bytes(bytes(v))
+            self.parts.append(_TUPLE1 + _REDUCE)
         elif t is set or t is frozenset:
-            self.call(_known.Call(_known.Global("builtins", "set" if t is set else "frozenset"), [list(v)]),
-                      depth)
+            # builtins.set([items]), as the @set marker: the list at the set's level, its items one below.
+            self.global_("builtins", "set" if t is set else "frozenset")
+            return iter((list(v),)), _VALUES, depth, _SET_CLOSE
         else:
             known = _known.native_call(v)
             if known is None:
@@ -381,7 +459,8 @@ class _Writer:
             if type(known) is tuple:
                 self.uuid(known[1])
             else:
-                self.call(known, depth)
+                self.call(known)
+        return None
 
     def uuid(self, value: int) -> None:
         self.global_("uuid", "UUID")
@@ -390,8 +469,10 @@ class _Writer:
         self.parts.append(b"s" + _BUILD)
 
 
-def _m_tuple(w: _Writer, d: dict, depth: int) -> None:
-    w.tuple(d["@t"], depth)
+# Marker writers: write the marker at depth, or return the frame of what is left to walk.
+
+def _m_tuple(w: _Writer, d: dict, depth: int) -> Optional[tuple]:
+    return w.tuple(d["@t"], depth)
 
 
 def _m_bytes(w: _Writer, d: dict, depth: int) -> None:
@@ -406,17 +487,17 @@ def _m_bigint(w: _Writer, d: dict, depth: int) -> None:
     w.int(decimal_to_int(d["@bi"]))
 
 
-def _m_pairs(w: _Writer, d: dict, depth: int) -> None:
+def _m_pairs(w: _Writer, d: dict, depth: int) -> Optional[tuple]:
     w.parts.append(b"}")
     if d["@d"]:
-        w.pairs(d["@d"], depth, "@d")
+        return w.pairs_steps(d["@d"], depth, "@d"), _STEPS, depth, _NO_OPS
+    return None
 
 
-def _m_set(w: _Writer, d: dict, depth: int) -> None:
+def _m_set(w: _Writer, d: dict, depth: int) -> tuple:
     # builtins.set([items]): the list stands at the marker's level, its items one below.
     w.global_("builtins", "set" if "@set" in d else "frozenset")
-    w.value(d["@set"] if "@set" in d else d["@fset"], depth)
-    w.parts.append(_TUPLE1 + _REDUCE)
+    return iter((d["@set"] if "@set" in d else d["@fset"],)), _VALUES, depth, _SET_CLOSE
 
 
 def _m_global(w: _Writer, d: dict, depth: int) -> None:
@@ -425,23 +506,23 @@ def _m_global(w: _Writer, d: dict, depth: int) -> None:
 
 
 def _m_dt(w: _Writer, d: dict, depth: int) -> None:
-    w.call(_known.datetime_call(d["@dt"], d.get("@tz")), depth)
+    w.call(_known.datetime_call(d["@dt"], d.get("@tz")))
 
 
 def _m_time(w: _Writer, d: dict, depth: int) -> None:
-    w.call(_known.time_call(d["@time"], d.get("@tz")), depth)
+    w.call(_known.time_call(d["@time"], d.get("@tz")))
 
 
 def _m_date(w: _Writer, d: dict, depth: int) -> None:
-    w.call(_known.date_call(d["@date"]), depth)
+    w.call(_known.date_call(d["@date"]))
 
 
 def _m_td(w: _Writer, d: dict, depth: int) -> None:
-    w.call(_known.timedelta_call(d["@td"]), depth)
+    w.call(_known.timedelta_call(d["@td"]))
 
 
 def _m_dec(w: _Writer, d: dict, depth: int) -> None:
-    w.call(_known.decimal_call(d["@dec"]), depth)
+    w.call(_known.decimal_call(d["@dec"]))
 
 
 def _m_uuid(w: _Writer, d: dict, depth: int) -> None:
@@ -478,10 +559,7 @@ _MARKERS: dict = {
 def _pickle(write: Callable[[_Writer], None], expand_refs: bool) -> bytes:
     w = _Writer(expand_refs)
     w.parts.append(_PROTO3)
-    try:
-        write(w)
-    except RecursionError:
-        raise _depth_error() from None
+    write(w)
     w.parts.append(b".")
     return b"".join(w.parts)
 
@@ -535,7 +613,7 @@ def encode_zodb_record(obj: Any) -> bytes:
 
     def write_state(w: _Writer) -> None:
         if kind is not None:
-            w.btree_state(state, kind[0], 0)
+            w.walk(w.btree_steps(state, kind[0], 0), _STEPS, 0, _NO_OPS)
         else:
             w.value(state, 0)
 
@@ -556,10 +634,6 @@ def dict_to_pickle(obj: Any) -> bytes:
     return _pickle(lambda w: w.value(obj, 0), False)
 
 
-def _no_constant(name: str) -> Any:
-    raise CodecError(f"JSON error: {name} is not valid JSON")
-
-
 def json_to_pickle(json_str: Any) -> bytes:
     """One pickle of JSON text in the marker format (key order kept, numbers exact).
 
@@ -567,14 +641,7 @@ def json_to_pickle(json_str: Any) -> bytes:
     """
     if not isinstance(json_str, str):
         raise TypeError(f"argument 'json_str': expected str, not {type(json_str).__name__}")
-    try:
-        value = json.loads(json_str, parse_constant=_no_constant)
-    except CodecError:
-        raise
-    except json.JSONDecodeError as exc:
-        raise CodecError(f"JSON error: {exc}") from None
-    except RecursionError:
-        raise _depth_error() from None
+    value = read_json(json_str)
     verbatim = _verbatim(value)
     if verbatim is not None:
         return verbatim

@@ -240,6 +240,13 @@ def same(a: Any, b: Any) -> bool:
             ):
                 return False
             continue
+        if isinstance(a, (set, frozenset)):
+            # == would recurse into nested sets: pair the items here and compare the pairs.
+            pairs = _paired_items(a, b)
+            if pairs is None:
+                return False
+            todo += pairs
+            continue
         if not isinstance(a, (list, tuple, dict, Inert)):
             try:
                 if not a == b:
@@ -270,6 +277,28 @@ def same(a: Any, b: Any) -> bool:
                 return False
             todo += zip(a, b)
     return True
+
+
+def _paired_items(a: Any, b: Any) -> Any:
+    """The items of two sets paired by hash (then by ==, for items whose hashes collide), or None."""
+    if len(a) != len(b):
+        return None
+    by_hash: Dict[int, list] = {}
+    for y in b:
+        by_hash.setdefault(hash(y), []).append(y)
+    pairs = []
+    for x in a:
+        candidates = by_hash.get(hash(x))
+        if not candidates:
+            return None
+        if len(candidates) == 1:
+            pairs.append((x, candidates.pop()))
+            continue
+        match = next((i for i, y in enumerate(candidates) if y == x), None)
+        if match is None:
+            return None
+        pairs.append((x, candidates.pop(match)))
+    return pairs
 
 
 def _is_utc(tz: Any) -> bool:

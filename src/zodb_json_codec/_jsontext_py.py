@@ -4,28 +4,32 @@
 (``\\u0008``, ``1e-7``, integral floats positional) and what ``jsonb`` cannot
 store rewritten (``@ns``, ``@su``, ``@f``; CONTRACT L4).  ``pretty_json_text``:
 2-space indent and sorted keys, as ``pickle_to_json`` writes.  Values whose
-decoder flags say nothing needs special spelling go through ``json.dumps``
-(C speed); everything else through the writer below, which is normative.
+decoder flags say nothing needs special spelling, and which are shallow
+enough for its recursion, go through ``json.dumps`` (C speed); everything
+else through the writers below, which are normative.  Nothing here recurses:
+values are walked with explicit stacks.
 """
 
 from __future__ import annotations
 
+import gc
 import json
+import json.encoder
 import re
 from json.encoder import encode_basestring  # the C version when available
 from typing import Any, List
 
 from ._common import (
-    CodecError, b64encode, float_marker, float_text, has_surrogate, marker_kind, MAX_DEPTH,
+    JSON_DEPTH_LIMIT, STDLIB_JSON_DEPTH, CodecError, b64encode, float_marker, float_text, has_surrogate,
+    marker_kind, rebuild_tree,
 )
 
 _dumps_compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False,
                                   check_circular=False).encode
 
-# JSON levels of a value tree that passed the decoder's depth check: an @d
-# pair is three JSON levels for one of the tree's ({"@d": [[k, v]]}), plus a
-# few for the record's own wrappers.  Deeper is an error, not a crash.
-JSON_DEPTH_LIMIT = 3 * MAX_DEPTH + 10
+# Where json.dumps is not compiled (PyPy), the writer below is as fast.
+_C_DUMPS = getattr(json.encoder, "c_make_encoder", None) is not None
+_referents = gc.get_referents
 
 # In JSON text produced by encode_basestring, an escape is a backslash run of odd length.
 _BF_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\([bf])")
@@ -73,16 +77,7 @@ def check_class_names(v: Any) -> None:
                              "which PostgreSQL cannot store")
 
 
-def sanitize_for_pg(v: Any, pg: bool = True, integral_floats: bool = False) -> Any:
-    """A copy of v whose strings, keys and floats all survive a jsonb column.
-
-    ``pg=False``: only what no JSON text can hold (NaN, infinities, lone
-    surrogates), for ``pickle_to_json``.  ``integral_floats``: also floats
-    from 1e16 up, for the ``decode_zodb_record_for_pg`` dict, which callers
-    turn into JSON with ``json.dumps`` (``1e+16``: an integer in jsonb).
-    A user dict that the rewriting would turn into a marker
-    (``{"@reduce": nan}``) is written as ``@d``.
-    """
+def _sanitized_leaf(v: Any, pg: bool, integral_floats: bool) -> Any:
     t = type(v)
     if t is str:
         if pg:
@@ -97,137 +92,194 @@ def sanitize_for_pg(v: Any, pg: bool = True, integral_floats: bool = False) -> A
         if marker == "-0.0" and not pg:
             return v
         return {"@f": marker}
-    if t is list:
-        return [sanitize_for_pg(x, pg, integral_floats) for x in v]
-    if t is dict:
-        if "@cls" in v and type(v["@cls"]) is list:
-            check_class_names(v["@cls"])
-        if len(v) == 1 and "@ref" in v and type(v["@ref"]) is list:
-            check_class_names(v["@ref"])
-        out = {(_escaped_key(k) if type(k) is str and (pg or has_surrogate(k)) else k):
-               sanitize_for_pg(x, pg, integral_floats) for k, x in v.items()}
-        if len(out) <= 4 and marker_kind(out, True) is not None and marker_kind(v, True) is None:
-            return {"@d": [[k, x] for k, x in out.items()]}
-        return out
     return v
 
 
-# ---------------------------------------------------------------------------
-# Writers
-# ---------------------------------------------------------------------------
+def _sanitized_dict(original: dict, out: dict) -> dict:
+    if "@cls" in original and type(original["@cls"]) is list:
+        check_class_names(original["@cls"])
+    if len(original) == 1 and "@ref" in original and type(original["@ref"]) is list:
+        check_class_names(original["@ref"])
+    if len(out) <= 4 and marker_kind(out, True) is not None and marker_kind(original, True) is None:
+        return {"@d": [[k, x] for k, x in out.items()]}
+    return out
 
-def _write_pg(v: Any, out: List[str], depth: int) -> None:
-    t = type(v)
-    if t is str:
-        out.append(_pg_string(v))
-    elif t is dict:
-        if depth > JSON_DEPTH_LIMIT:
-            raise CodecError("invalid pickle data: maximum nesting depth exceeded in JSON conversion")
-        if not v:
-            out.append("{}")
-            return
-        out.append("{")
-        first = True
-        for k, x in v.items():
-            if not first:
-                out.append(",")
-            first = False
-            out.append(_pg_string(k))
-            out.append(":")
-            _write_pg(x, out, depth + 1)
-        out.append("}")
-    elif t is list:
-        if depth > JSON_DEPTH_LIMIT:
-            raise CodecError("invalid pickle data: maximum nesting depth exceeded in JSON conversion")
-        if not v:
-            out.append("[]")
-            return
-        out.append("[")
-        first = True
-        for x in v:
-            if not first:
-                out.append(",")
-            first = False
-            _write_pg(x, out, depth + 1)
-        out.append("]")
-    elif v is None:
-        out.append("null")
-    elif v is True:
-        out.append("true")
-    elif v is False:
-        out.append("false")
-    elif t is int:
-        out.append(str(v))
-    elif t is float:
-        out.append(float_text(v, False, True))
+
+def sanitize_for_pg(v: Any, pg: bool = True, integral_floats: bool = False) -> Any:
+    """A copy of v whose strings, keys and floats all survive a jsonb column.
+
+    ``pg=False``: only what no JSON text can hold (NaN, infinities, lone
+    surrogates), for ``pickle_to_json``.  ``integral_floats``: also floats
+    from 1e16 up, for the ``decode_zodb_record_for_pg`` dict, which callers
+    turn into JSON with ``json.dumps`` (``1e+16``: an integer in jsonb).
+    A user dict that the rewriting would turn into a marker
+    (``{"@reduce": nan}``) is written as ``@d``.
+    """
+    if pg:
+        key: Any = _escaped_key_or_same
     else:
-        raise CodecError(f"cannot write a {t.__name__} as JSON")
+        key = _surrogate_key_or_same
+    return rebuild_tree(v, lambda x: _sanitized_leaf(x, pg, integral_floats), key, _sanitized_dict)
 
 
-def pg_json_text(state: Any, special: int) -> str:
+def _escaped_key_or_same(k: Any) -> Any:
+    return _escaped_key(k) if type(k) is str else k
+
+
+def _surrogate_key_or_same(k: Any) -> Any:
+    return _escaped_key(k) if type(k) is str and has_surrogate(k) else k
+
+
+# ---------------------------------------------------------------------------
+# Writers: an explicit stack of (iterator, is_dict, closing text) frames, so
+# that any depth up to JSON_DEPTH_LIMIT is written without recursion.  Each
+# item is followed by "," and a container's last "," becomes its closing text.
+# ---------------------------------------------------------------------------
+
+def _depth_error() -> CodecError:
+    return CodecError("invalid pickle data: maximum nesting depth exceeded in JSON conversion")
+
+
+def _write_pg(root: Any, out: List[str]) -> None:
+    ap = out.append
+    stack: list = []
+    it: Any = iter((root,))
+    is_dict = False
+    close = ""
+    while True:
+        for v in it:
+            if is_dict:
+                k, v = v
+                ap(_pg_string(k) + ":")
+            t = type(v)
+            if t is str:
+                ap(_pg_string(v))
+            elif t is dict or t is list:
+                if len(stack) > JSON_DEPTH_LIMIT:
+                    raise _depth_error()
+                if not v:
+                    ap("{}" if t is dict else "[]")
+                else:
+                    stack.append((it, is_dict, close))
+                    if t is dict:
+                        ap("{")
+                        it, is_dict, close = iter(v.items()), True, "}"
+                    else:
+                        ap("[")
+                        it, is_dict, close = iter(v), False, "]"
+                    break
+            elif v is None:
+                ap("null")
+            elif v is True:
+                ap("true")
+            elif v is False:
+                ap("false")
+            elif t is int:
+                ap(str(v))
+            elif t is float:
+                ap(float_text(v, False, True))
+            else:
+                raise CodecError(f"cannot write a {t.__name__} as JSON")
+            ap(",")
+        else:
+            if not stack:
+                out.pop()  # the root's ","
+                return
+            out[-1] = close
+            it, is_dict, close = stack.pop()
+            ap(",")
+
+
+def _has_depth_within(value: Any, levels: int) -> bool:
+    """Are lists and dicts nested at most ``levels`` deep in value (one more if the innermost are empty)?
+
+    Measured level by level at C speed: gc.get_referents of a list gives its
+    items, of a dict its values (and keys), everything json.dumps descends into.
+    """
+    level = [value]
+    for _ in range(levels + 1):  # round n gives what is n levels down; scalars have no referents
+        level = _referents(*level)
+        if not level:
+            return True
+    return False
+
+
+def pg_json_text(state: Any, special: int, shallow: bool = False) -> str:
     """The compact PostgreSQL JSON text of a decoded state.
 
     ``special``: decoder flags saying the state holds text or floats that
-    need rewriting or special spelling; zero allows the json.dumps fast path.
+    need rewriting or special spelling; zero allows the json.dumps fast path,
+    taken only where json.dumps is compiled and the state is known to be
+    shallow (``shallow``: the decoder counted few enough containers) or is
+    measured to be: json.dumps recurses, within the interpreter's limit.
     """
-    if not special:
-        try:
-            text = _dumps_compact(state)
-        except RecursionError:
-            pass
-        else:
-            if "\\b" in text or "\\f" in text:
-                text = _pg_escapes(text)
-            return text
+    if not special and _C_DUMPS and (shallow or _has_depth_within(state, STDLIB_JSON_DEPTH)):
+        text = _dumps_compact(state)
+        if "\\b" in text or "\\f" in text:
+            text = _pg_escapes(text)
+        return text
     if special & 7:  # NUL, surrogate or non-finite float somewhere
         state = sanitize_for_pg(state)
     out: List[str] = []
-    _write_pg(state, out, 0)
+    _write_pg(state, out)
     return "".join(out)
 
 
-def _write_pretty(v: Any, out: List[str], indent: str) -> None:
-    t = type(v)
-    if t is str:
-        out.append(encode_basestring(v))
-    elif t is dict:
-        if not v:
-            out.append("{}")
-            return
-        inner = indent + "  "
-        out.append("{")
-        first = True
-        for k in sorted(v):
-            out.append("\n" + inner if first else ",\n" + inner)
-            first = False
-            out.append(encode_basestring(k))
-            out.append(": ")
-            _write_pretty(v[k], out, inner)
-        out.append("\n" + indent + "}")
-    elif t is list:
-        if not v:
-            out.append("[]")
-            return
-        inner = indent + "  "
-        out.append("[")
-        first = True
-        for x in v:
-            out.append("\n" + inner if first else ",\n" + inner)
-            first = False
-            _write_pretty(x, out, inner)
-        out.append("\n" + indent + "]")
-    elif v is None:
-        out.append("null")
-    elif v is True:
-        out.append("true")
-    elif v is False:
-        out.append("false")
-    elif t is int:
-        out.append(str(v))
-    elif t is float:
-        out.append(float_text(v, True, False))
-    else:
-        raise CodecError(f"cannot write a {t.__name__} as JSON")
+def _write_pretty(root: Any, out: List[str]) -> None:
+    ap = out.append
+    stack: list = []
+    it: Any = iter((root,))
+    is_dict = False
+    close = ""
+    inner = "\n"  # newline and indentation of the items being written
+    container: Any = None  # the dict whose sorted keys `it` gives
+    while True:
+        for v in it:
+            if is_dict:
+                ap(inner + encode_basestring(v) + ": ")
+                v = container[v]
+            elif stack:
+                ap(inner)
+            t = type(v)
+            if t is str:
+                ap(encode_basestring(v))
+            elif t is dict or t is list:
+                if len(stack) > JSON_DEPTH_LIMIT:
+                    raise _depth_error()
+                if not v:
+                    ap("{}" if t is dict else "[]")
+                else:
+                    stack.append((it, is_dict, close, container))
+                    close = inner + ("}" if t is dict else "]")
+                    inner += "  "
+                    if t is dict:
+                        ap("{")
+                        container, it, is_dict = v, iter(sorted(v)), True
+                    else:
+                        ap("[")
+                        it, is_dict = iter(v), False
+                    break
+            elif v is None:
+                ap("null")
+            elif v is True:
+                ap("true")
+            elif v is False:
+                ap("false")
+            elif t is int:
+                ap(str(v))
+            elif t is float:
+                ap(float_text(v, True, False))
+            else:
+                raise CodecError(f"cannot write a {t.__name__} as JSON")
+            ap(",")
+        else:
+            if not stack:
+                out.pop()  # the root's ","
+                return
+            out[-1] = close
+            inner = close[:-1]
+            it, is_dict, close, container = stack.pop()
+            ap(",")
 
 
 def pretty_json_text(value: Any, special: int) -> str:
@@ -235,8 +287,5 @@ def pretty_json_text(value: Any, special: int) -> str:
     if special & 6:  # NaN, infinities or lone surrogates: no JSON text can hold them
         value = sanitize_for_pg(value, pg=False)
     out: List[str] = []
-    try:
-        _write_pretty(value, out, "")
-    except RecursionError:
-        raise CodecError("invalid pickle data: maximum nesting depth exceeded in JSON conversion") from None
+    _write_pretty(value, out)
     return "".join(out)

@@ -347,7 +347,11 @@ class Global:
 
 
 class Call:
-    """``callable(*args)``, written as callable, args tuple, REDUCE."""
+    """``callable(*args)``, written as callable, args tuple, REDUCE.
+
+    The arguments are calls, globals, str, bytes and ints: a call is one
+    value, written without walking anything nested.
+    """
 
     __slots__ = ("callable", "args")
 
@@ -524,13 +528,16 @@ def native_tz_call(tz: Any) -> Call:
         offset = args[0]
         call = timezone_call(offset.days * 86400000000 + offset.seconds * 1000000 + offset.microseconds)
         if len(args) > 1:
-            call.args.append(args[1])
+            call.args.append(str(args[1]))
         return call
     module = t.__module__ or ""
     if module.startswith("pytz"):
         reduced = tz.__reduce__()
-        func, args = reduced[0], reduced[1]
-        return Call(Global(func.__module__, func.__name__), list(args))
+        func, args = reduced[0], list(reduced[1])
+        if not all(type(a) is str or type(a) is int for a in args):  # pytz's zones: names and offsets
+            raise TypeError(f"cannot encode tzinfo of type {t.__module__}.{t.__qualname__} "
+                            "(its pickle arguments are not text and integers)")
+        return Call(Global(func.__module__, func.__name__), args)
     if module == "zoneinfo" and t.__name__ == "ZoneInfo":
         if tz.key is None:
             raise TypeError("cannot encode a ZoneInfo made from a file (it has no key)")

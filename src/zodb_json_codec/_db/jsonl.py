@@ -15,6 +15,7 @@ import tempfile
 from typing import IO, Any, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import zodb_json_codec as codec
+from zodb_json_codec._jsonread import read_json
 
 from . import MAX_MESSAGE, CommandError, undecodable
 from .parallel import map_records
@@ -60,8 +61,9 @@ def _hex8(row: dict, key: str, where: str) -> bytes:
 def record_from_line(line: bytes, where: str) -> Tuple[bytes, bytes, bytes]:
     """(oid, tid, record) of one dump line; CommandError saying what is wrong with it."""
     try:
-        row = json.loads(line)
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        # The codec's reader: a state may nest deeper than json.loads can read.
+        row = read_json(line.decode("utf-8", "surrogatepass"))
+    except ValueError as exc:  # CodecError and UnicodeDecodeError
         raise CommandError(f"{where}: not JSON: {exc}"[:MAX_MESSAGE]) from None
     if not isinstance(row, dict):
         raise CommandError(f"{where}: a line must be a JSON object, not {type(row).__name__}")

@@ -11,10 +11,10 @@ and each part's rows arrive in one transaction, all or nothing.
 from __future__ import annotations
 
 import contextlib
-import json
 from typing import IO, Any, Iterator, List, Optional, Sequence, Tuple
 
 import zodb_json_codec as codec
+from zodb_json_codec._jsonread import read_json
 
 from . import MAX_MESSAGE, CommandError, undecodable
 from .parallel import batched, map_records, ordered_map
@@ -157,7 +157,7 @@ def record_from_row(row: Sequence[Any]) -> Tuple[bytes, bytes, bytes]:
     if state_text is None:
         raise CommandError(f"{where}: state is NULL")
     try:
-        data = codec.encode_zodb_record({"@cls": [module, name], "@s": json.loads(state_text)})
+        data = codec.encode_zodb_record({"@cls": [module, name], "@s": read_json(state_text)})
     except ValueError as exc:
         raise CommandError(f"{where}: cannot encode the state: {exc}"[:MAX_MESSAGE]) from None
     return zoid.to_bytes(8, "big", signed=True), tid.to_bytes(8, "big", signed=True), data

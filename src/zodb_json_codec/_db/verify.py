@@ -6,10 +6,10 @@ are imported); the main process only reads storages and counts.
 
 from __future__ import annotations
 
-import json
 from typing import IO, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import zodb_json_codec as codec
+from zodb_json_codec._jsonread import read_json
 
 from . import MAX_MESSAGE, CommandError, record_name
 from .parallel import map_records
@@ -104,12 +104,12 @@ def verify_record(data: bytes, decoded: Any, stored: Any = None) -> Dict[str, st
     else:
         paths = [
             ("dict path", lambda: codec.encode_zodb_record(decoded)),
-            ("json path", lambda: codec.encode_zodb_record({"@cls": [module, name], "@s": json.loads(state_json)})),
+            ("json path", lambda: codec.encode_zodb_record({"@cls": [module, name], "@s": read_json(state_json)})),
         ]
         if isinstance(stored, Exception):
             problems["pg path"] = f"PostgreSQL refused the state: {first_line(stored)}"
         elif stored is not None:
-            paths.append(("pg path", lambda: codec.encode_zodb_record({"@cls": [module, name], "@s": json.loads(stored)})))
+            paths.append(("pg path", lambda: codec.encode_zodb_record({"@cls": [module, name], "@s": read_json(stored)})))
         for kind, reencode in paths:
             problem = _reencoding_problem(want, reencode)
             if problem is not None:
