@@ -5,11 +5,11 @@ be.  What the environment asks for is read by ``src/zodb_json_codec/_switch.py``
 the function the package reads at import (loaded here by its path: building
 never imports the package):
 
-* nothing set: the compiled twins if a working C compiler and Cython are
+* nothing set: the Cython twins if a working C compiler and Cython are
   there; otherwise the pure package, with one warning line saying how to get
-  the compiled twins;
+  the Cython twins;
 * ``ZODB_JSON_CODEC_PURE_PYTHON=0`` or ``ZODB_JSON_CODEC_REQUIRE_EXT=1``: the
-  compiled twins are required, a build that cannot make them fails;
+  Cython twins are required, a build that cannot make them fails;
 * ``ZODB_JSON_CODEC_PURE_PYTHON`` set to anything else, or PyPy: nothing is
   built.
 
@@ -45,7 +45,7 @@ def _load_switch():
 
 SWITCH = _load_switch()
 MODE = SWITCH.requested_mode()
-REQUIRED = MODE == SWITCH.COMPILED
+REQUIRED = MODE == SWITCH.CYTHON
 
 try:
     import Cython.Compiler.Main  # noqa: F401 - setuptools' build_ext is Cython's when this imports
@@ -56,16 +56,16 @@ else:
 
 
 class CompiledTwinsUnavailable(RuntimeError):
-    """The compiled twins are required (ZODB_JSON_CODEC_PURE_PYTHON=0 or ZODB_JSON_CODEC_REQUIRE_EXT=1) but cannot be built."""
+    """The Cython twins are required (ZODB_JSON_CODEC_PURE_PYTHON=0 or ZODB_JSON_CODEC_REQUIRE_EXT=1) but cannot be built."""
 
 
 def fall_back(reason):
-    """One line on stderr (or an error when the compiled twins are required)."""
+    """One line on stderr (or an error when the Cython twins are required)."""
     if REQUIRED:
-        raise CompiledTwinsUnavailable(f"the compiled twins of zodb-json-codec are required, but {reason}")
+        raise CompiledTwinsUnavailable(f"the Cython twins of zodb-json-codec are required, but {reason}")
     print(
-        f"WARNING: zodb-json-codec: {reason}, so only its pure-Python twin is installed (several times slower); "
-        f"for the compiled twins, {SWITCH.HOW_TO_COMPILE}",
+        f"WARNING: zodb-json-codec: {reason}, so only its Python twin is installed (several times slower); "
+        f"for the Cython twins, {SWITCH.HOW_TO_COMPILE}",
         file=sys.stderr,
     )
 
@@ -149,7 +149,7 @@ class wheel_tagged_by_contents(bdist_wheel):
 
 
 def extensions():
-    if MODE == SWITCH.PURE:
+    if MODE == SWITCH.PYTHON:
         return []
     exts = []
     sources = sorted(PACKAGE_DIR.glob("*.pyx"))

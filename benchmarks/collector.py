@@ -3,7 +3,7 @@
     python benchmarks/collector.py [SET]      (default: wikipedia)
 
 Times pickle (the C unpickler with persistent_load, as ZODB calls it) and the
-compiled twin's decode_zodb_record over a whole scan, with the results kept in
+Cython twin's decode_zodb_record over a whole scan, with the results kept in
 a list (as compare.py and report.py keep them) or dropped per record, with the
 collector on and off; minimum of 15 rounds each, contenders alternating.
 """
@@ -42,13 +42,13 @@ def main() -> None:
     for collector in (True, False):
         (gc.enable if collector else gc.disable)()
         for keep in (True, False):
-            best = {"pickle": float("inf"), "compiled": float("inf")}
+            best = {"pickle": float("inf"), "cython": float("inf")}
             for _ in range(15):
-                for name, fn in (("pickle", baseline.decode_zodb_record), ("compiled", compiled)):
+                for name, fn in (("pickle", baseline.decode_zodb_record), ("cython", compiled)):
                     best[name] = min(best[name], per_record(fn, records, keep))
             print(f"| {'kept in a list' if keep else 'dropped per record'} | {'on' if collector else 'off'} "
-                  f"| {best['pickle'] * 1e6:.1f} µs | {best['compiled'] * 1e6:.1f} µs "
-                  f"| {best['compiled'] / best['pickle']:.2f} |")
+                  f"| {best['pickle'] * 1e6:.1f} µs | {best['cython'] * 1e6:.1f} µs "
+                  f"| {best['cython'] / best['pickle']:.2f} |")
     gc.enable()
 
 

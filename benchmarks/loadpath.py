@@ -7,14 +7,14 @@ A storage laid out as zodb-pgjsonb's object_state loads an object from
   unsanitize_from_pg (the storage's walk turning ``{"@ns": base64}`` dicts
   back into strings), then the Rust codec's encode_zodb_record;
 - (b) json.loads, then this codec's encode_zodb_record, which reads @ns
-  itself (compiled and pure twin);
+  itself (compiled and Python twin);
 - (c) this codec's encode_zodb_record_from_pg_json(class_mod, class_name,
-  state_json) (compiled and pure twin), which parses the text itself. Until
+  state_json) (compiled and Python twin), which parses the text itself. Until
   a twin has it, its column says "not yet".
 
 Rows are (class_mod, class_name, state_json, parsed state), state_json as
 PostgreSQL gives the jsonb column back as text (``state::text``) for the
-compiled twin's decode_zodb_record_for_pg_json text, or, without a server,
+Cython twin's decode_zodb_record_for_pg_json text, or, without a server,
 that text itself.
 """
 

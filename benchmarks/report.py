@@ -9,8 +9,8 @@ Contenders (each only when available; a missing one is a note, not an error):
             loads + json.dumps(default=repr); encode is pickle.dumps protocol 3
   rust      zodb-json-codec 1.6.1, the reference, loaded from its _rust*.so
             under another module name (--rust; it has our import name)
-  compiled  this codec's Cython twin (_decode_c, _encode_c), when built
-  pure      this codec's pure-Python twin (_decode_py, _encode_py)
+  compiled  this codec's Cython twin (_decode_cython, _encode_cython), when built
+  pure      this codec's Python twin (_decode_python, _encode_python)
 Both twins are taken with zodb_json_codec._impl.import_twin, so they run in
 one process whatever ZODB_JSON_CODEC_PURE_PYTHON says.
 
@@ -27,7 +27,7 @@ Parts (--parts; the default is sets, threads and load):
            tables, and pg_json's MB/s of pickle input on the generated sets
            next to a memcpy of the same bytes timed in the same alternation
   threads  pg_json records/s with 1 and 2 threads on plone_large_text, for
-           the compiled twin and the Rust codec (see threads.py)
+           the Cython twin and the Rust codec (see threads.py)
   load     the load path of a PostgreSQL storage on wikipedia, public and
            large_strings: (a) json.loads + the storage's @ns walk + Rust
            encode, (b) json.loads + our encode, (c) our
@@ -88,9 +88,9 @@ from timing import MEMCPY_NOTE, interleaved, mb_per_s, memcpy_pass  # noqa: E402
 
 OPS = ("decode", "encode", "pg_json")
 # Ratio tables, numerator over denominator (< 1: the numerator is faster).
-RATIOS = (("compiled", "rust"), ("compiled", "pickle"), ("pure", "pickle"), ("compiled", "pure"))
+RATIOS = (("cython", "rust"), ("cython", "pickle"), ("python", "pickle"), ("cython", "python"))
 # The contenders that are this project: their failures are errors, the others' are notes.
-OURS = ("compiled", "pure")
+OURS = ("cython", "python")
 
 PARTS = ("sets", "threads", "load", "gc", "encode", "pg")
 DEFAULT_PARTS = ("sets", "threads", "load")
@@ -115,15 +115,15 @@ class Target:
 
 
 TARGETS = (
-    Target("compiled", "rust", datasets.SYNTHETIC_NAMES, OPS, 1.0),
-    Target("compiled", "rust", ("wikipedia",), ("decode", "pg_json"), 0.7),
-    Target("compiled", "rust", EVERY_CORPUS, ("pg_json",), 0.5, "issue 12"),
-    Target("compiled", "pickle", GC_SETS, ("decode",), 0.8, "issue 12"),
+    Target("cython", "rust", datasets.SYNTHETIC_NAMES, OPS, 1.0),
+    Target("cython", "rust", ("wikipedia",), ("decode", "pg_json"), 0.7),
+    Target("cython", "rust", EVERY_CORPUS, ("pg_json",), 0.5, "issue 12"),
+    Target("cython", "pickle", GC_SETS, ("decode",), 0.8, "issue 12"),
 )
 # Goals of the other parts, by the issue that sets them.
-THREADS_GOAL = 1.7  # issue 12: 2-thread over 1-thread records/s of the compiled twin, at least
+THREADS_GOAL = 1.7  # issue 12: 2-thread over 1-thread records/s of the Cython twin, at least
 GC_GOALS = (("pickle", 0.8), ("rust", 0.5))  # issue 12: compiled decode over these, in every run
-ENCODE_GOAL = 0.6  # issue 13: compiled/rust encode in every run
+ENCODE_GOAL = 0.6  # issue 13: cython/rust encode in every run
 ENCODE_GOAL_SETS = datasets.SYNTHETIC_NAMES + datasets.FS_NAMES
 LOAD_GOALS = (("(c)", "(b)", 0.25), ("(c)", "(a)", 0.15))  # issue 13, on wikipedia
 LOAD_GOAL_SET = "wikipedia"
@@ -179,11 +179,11 @@ def gather_contenders(rust: Optional[ModuleType]) -> Tuple[Dict[str, Contender],
     else:
         notes.append("rust: not timed (give --rust PATH_TO_SO)")
     try:
-        contenders["compiled"] = _contender("compiled", *_impl.import_twin("cython"))
+        contenders["cython"] = _contender("cython", *_impl.import_twin("cython"))
     except ImportError as exc:
         state = "installed but does not import" if _impl.compiled_installed() else "not built"
         notes.append(f"compiled: column omitted, the Cython twin is {state} ({exc})")
-    contenders["pure"] = _contender("pure", *_impl.import_twin("python"))
+    contenders["python"] = _contender("python", *_impl.import_twin("python"))
     for name in OURS:
         if name in contenders and contenders[name].from_pg_json is None:
             notes.append(f"{name}: {loadpath.NEW_FUNCTION} {loadpath.NOT_YET} (load path (c) not timed)")
@@ -442,7 +442,7 @@ class Run:
 
     def ours(self) -> Optional[Contender]:
         """The twin a storage would run: compiled when built, else pure."""
-        return self.contenders.get("compiled") or self.contenders.get("pure")
+        return self.contenders.get("cython") or self.contenders.get("python")
 
     def chosen(self, wanted: Sequence[str]) -> List[str]:
         """The sets of wanted that were loaded and have records every contender reads."""
@@ -488,8 +488,8 @@ def part_sets(run: Run) -> Part:
 
 
 def part_threads(run: Run) -> Part:
-    """pg_json records/s of 1 and 2 threads, compiled twin and Rust codec in one alternation."""
-    functions = {name: c.pg_json for name, c in run.pick("rust", "compiled").items()}
+    """pg_json records/s of 1 and 2 threads, Cython twin and Rust codec in one alternation."""
+    functions = {name: c.pg_json for name, c in run.pick("rust", "cython").items()}
     part = Part(targets=run.not_run("threads", THREAD_SETS), data={})
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     lines = []
@@ -502,9 +502,9 @@ def part_threads(run: Run) -> Part:
             lines.append([label, name, *(f"{v:,.0f}" for v in speeds), f"{speeds[1] / speeds[0]:.2f}",
                           *(f"{by_count[k]['cpu/wall']:.2f}" for k in THREAD_COUNTS)])
         what = f"[issue 12] compiled pg_json 2 threads/1 thread records/s {label} >= {THREADS_GOAL}"
-        compiled = rates.get("compiled")
+        compiled = rates.get("cython")
         value = compiled[2]["records/s"] / compiled[1]["records/s"] if compiled else None
-        part.targets.append(verdict(what, value, THREADS_GOAL, at_least=True, why_not="no compiled twin"))
+        part.targets.append(verdict(what, value, THREADS_GOAL, at_least=True, why_not="no Cython twin"))
     title = (f"threads: pg_json records/s ({os.cpu_count()} cores, load average {load} before; k threads start"
              " together at a barrier, each makes one whole pass over the set; records/s = k x records / wall"
              " time; CPU/wall: the process's CPU time over wall time, about k x the 1-thread value when the"
@@ -649,7 +649,7 @@ def part_load(run: Run) -> Part:
 
 def _decode_ratios(run: Run, items: List[bytes]) -> Dict[str, float]:
     """Seconds per record of decode, pickle, rust and compiled in one alternation (results kept per pass)."""
-    fns = op_passes(run.pick("pickle", "rust", "compiled"), items, ("decode",))["decode"]
+    fns = op_passes(run.pick("pickle", "rust", "cython"), items, ("decode",))["decode"]
     return {name: secs / len(items) for name, secs in interleaved(fns, run.args.budget, run.args.rounds).items()}
 
 
@@ -669,11 +669,11 @@ def part_gc(run: Run) -> Part:
                 gc.enable()
             part.data["runs"].append({"run": number, "set": label, **times})
             cells = ["collector off" if number == "off" else f"run {number}", label,
-                     *(micros(times.get(n)) for n in ("pickle", "rust", "compiled"))]
-            cells += [f"{times['compiled'] / times[n]:.2f}" if n in times and "compiled" in times else "n/a"
+                     *(micros(times.get(n)) for n in ("pickle", "rust", "cython"))]
+            cells += [f"{times['cython'] / times[n]:.2f}" if n in times and "cython" in times else "n/a"
                       for n, _ in GC_GOALS]
             lines.append(cells)
-    header = ["run", "set", "pickle", "rust", "compiled", *(f"compiled/{n}" for n, _ in GC_GOALS)]
+    header = ["run", "set", "pickle", "rust", "cython", *(f"compiled/{n}" for n, _ in GC_GOALS)]
     part.tables.append(render("decode, results kept (a list per pass), cycle collector on unless said",
                               header, lines, run.args.markdown))
     part.targets += gc_targets(part.data["runs"], chosen, run.args.runs)
@@ -685,8 +685,8 @@ def gc_targets(runs: List[Dict[str, Any]], chosen: Sequence[str], count: int) ->
     lines = []
     for label in chosen:
         for name, limit in GC_GOALS:
-            values = [r["compiled"] / r[name] for r in runs
-                      if r["set"] == label and r["run"] != "off" and "compiled" in r and name in r]
+            values = [r["cython"] / r[name] for r in runs
+                      if r["set"] == label and r["run"] != "off" and "cython" in r and name in r]
             what = f"[issue 12] compiled/{name} decode {label} <= {limit} in each of {count} runs (collector on)"
             worst = max(values) if len(values) == count else None
             shown = "worst run; all: " + " ".join(f"{v:.2f}" for v in values)
@@ -711,11 +711,11 @@ def container_table(run: Run, items: Dict[str, List[bytes]], part: Part) -> str:
 
 
 def part_encode(run: Run) -> Part:
-    """compiled/rust encode on every chosen built-in set, --runs times, each run a fresh alternation."""
-    pair = run.pick("rust", "compiled")
+    """cython/rust encode on every chosen built-in set, --runs times, each run a fresh alternation."""
+    pair = run.pick("rust", "cython")
     part = Part(data=[])
     if len(pair) < 2:
-        part.targets.append(f"n/a   [issue 13] compiled/rust encode <= {ENCODE_GOAL}: no rust or compiled timed")
+        part.targets.append(f"n/a   [issue 13] cython/rust encode <= {ENCODE_GOAL}: no rust or compiled timed")
         return part
     labels = run.chosen([label for label in run.sets if label in datasets.NAMES])
     items = {label: run.usable(label)[0] for label in labels}
@@ -723,18 +723,18 @@ def part_encode(run: Run) -> Part:
     for _ in range(run.args.runs):
         for label in labels:
             times = interleaved(op_passes(pair, items[label], ("encode",))["encode"], run.args.budget, run.args.rounds)
-            ratios[label].append(times["compiled"] / times["rust"])
+            ratios[label].append(times["cython"] / times["rust"])
         print(".", end="", flush=True, file=sys.stderr)
     print(file=sys.stderr)
     part.data = ratios
     lines = [[label, *(f"{v:.2f}" for v in values), f"{max(values):.2f}"] for label, values in ratios.items()]
     header = ["set", *(f"run {i}" for i in range(1, run.args.runs + 1)), "worst"]
-    part.tables.append(render("encode: compiled/rust time ratio per run (< 1: compiled is faster)",
+    part.tables.append(render("encode: cython/rust time ratio per run (< 1: compiled is faster)",
                               header, lines, run.args.markdown))
     part.targets += run.not_run("encode", ENCODE_GOAL_SETS)
     for label in run.chosen(ENCODE_GOAL_SETS):
         values = ratios[label]
-        what = f"[issue 13] compiled/rust encode {label} <= {ENCODE_GOAL} in each of {run.args.runs} runs"
+        what = f"[issue 13] cython/rust encode {label} <= {ENCODE_GOAL} in each of {run.args.runs} runs"
         shown = "worst run; all: " + " ".join(f"{v:.2f}" for v in values)
         part.targets.append(verdict(what, max(values), ENCODE_GOAL, detail=f"({shown})"))
     return part

@@ -6,7 +6,7 @@ IndexError, OverflowError, UnicodeError, no crash, no hang (L9: nesting
 beyond 1000 levels is a ValueError in every direction, memo indices are
 sparse, declared lengths beyond the input fail before allocating).
 
-Whatever could crash the process (a compiled twin overflowing its C stack,
+Whatever could crash the process (a Cython twin overflowing its C stack,
 a runaway allocation) runs in a child interpreter (``_isolated``: the code
 goes in on stdin, ``sys.executable -``), so that a crash fails the test
 instead of killing pytest; where the platform allows, the child's address
@@ -127,7 +127,7 @@ def peak(fn, *args):
     The largest of: what tracemalloc saw (Python's allocators; CPython only,
     PyPy has no tracemalloc); how far the process's resident size rose
     above its size when fn started (VmHWM, reset first: any allocator, a
-    compiled twin's or PyPy's, sees each call apart from the calls before
+    Cython twin's or PyPy's, sees each call apart from the calls before
     it); how far the process's peak virtual size rose (VmPeak: memory
     reserved but never touched); and how far ru_maxrss rose (where /proc is
     missing -- blind below the peak the process, or the parent it was
@@ -899,7 +899,7 @@ LOOKALIKE_CASES = {
 
 @pytest.mark.parametrize("case", list(LOOKALIKE_CASES))
 def test_marker_lookalike_dicts_decode_without_type_errors(impl, case):
-    # Found while building the compiled twin: both twins unpacked such dicts
+    # Found while building the Cython twin: both twins unpacked such dicts
     # as if they were markers and raised TypeError.
     body = LOOKALIKE_CASES[case]
     for fn, data in [(fn, rec(body)) for fn in RECORD_DECODERS] + [(fn, single(body)) for fn in PICKLE_DECODERS]:

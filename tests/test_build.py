@@ -1,10 +1,10 @@
-"""Building the package: a wheel holds the compiled twins this very build made, or none and says so.
+"""Building the package: a wheel holds the Cython twins this very build made, or none and says so.
 
 Real builds of a copy of the source tree, in child processes, the way pip
 builds an sdist (``pip wheel`` without build isolation, so nothing is
 downloaded; the test environment has setuptools and Cython).  A build that
 cannot compile gives a ``py3-none-any`` wheel with one warning line, or fails
-when the compiled twins are required; what an earlier build left in
+when the Cython twins are required; what an earlier build left in
 ``build/`` never gets into a wheel.  The settings are read by the same
 function at build time and at import (``zodb_json_codec._switch``).
 """
@@ -28,7 +28,7 @@ from zodb_json_codec import _switch
 
 ROOT = Path(__file__).resolve().parent.parent
 PYPY = sys.implementation.name == "pypy"
-MODULES = ("_decode_c", "_encode_c", "_jsontext_c")
+MODULES = ("_decode_cython", "_encode_cython", "_jsontext_cython")
 EXT_SUFFIX = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
 # Variables a build reads; the children get only those a test sets.
 BUILD_VARS = (
@@ -36,7 +36,7 @@ BUILD_VARS = (
     "CC", "LDSHARED", "CFLAGS", "LDFLAGS", "CPPFLAGS",
 )
 WARNING = "WARNING: zodb-json-codec:"
-REQUIRED_ERROR = "CompiledTwinsUnavailable: the compiled twins of zodb-json-codec are required, but"
+REQUIRED_ERROR = "CompiledTwinsUnavailable: the Cython twins of zodb-json-codec are required, but"
 
 pytestmark = pytest.mark.skipif(not (ROOT / "setup.py").exists(), reason="no source tree beside the tests")
 # CC=false stands for "no compiler"; setuptools' MSVC support does not read CC.
@@ -151,7 +151,7 @@ def working_compiler() -> Optional[List[str]]:
 
 @compiler_from_cc
 def test_sdist_without_compiler_installs_the_pure_twin(tmp_path):
-    """pip install from the sdist on a machine without a compiler: the pure twin, and one line saying how to get the other."""
+    """pip install from the sdist on a machine without a compiler: the Python twin, and one line saying how to get the other."""
     tree = source_tree(tmp_path)
     proc = subprocess.run(
         [sys.executable, "-c", "from setuptools import build_meta; print(build_meta.build_sdist('dist'))"],
@@ -163,10 +163,10 @@ def test_sdist_without_compiler_installs_the_pure_twin(tmp_path):
     build = pip_wheel(sdist, tmp_path / "wheels", {"CC": "false"})
     assert_pure_wheel(build.wheel)
     if PYPY:
-        assert build.warnings() == []  # PyPy never builds the compiled twins: nothing was missed
+        assert build.warnings() == []  # PyPy never builds the Cython twins: nothing was missed
     else:
         [line] = build.warnings()
-        assert "there is no working C compiler" in line and "pure-Python twin" in line
+        assert "there is no working C compiler" in line and "Python twin" in line
         assert "pip install --no-cache-dir --no-binary zodb-json-codec --force-reinstall zodb-json-codec" in line
         assert "ZODB_JSON_CODEC_REQUIRE_EXT=1" in line
 
@@ -206,7 +206,7 @@ def test_build_without_compiler_follows_the_switch(tmp_path, monkeypatch, settin
     """What the import would ask for (_switch) decides the build: required fails, auto warns, pure is silent."""
     mode = mode_under(monkeypatch, settings)
     build = pip_wheel(source_tree(tmp_path), tmp_path / "wheels", dict(settings, CC="false"))
-    if mode == _switch.COMPILED:
+    if mode == _switch.CYTHON:
         assert build.returncode != 0
         assert REQUIRED_ERROR in build.output
         assert build.wheels == []
@@ -252,7 +252,7 @@ def test_stale_modules_without_compiler(tmp_path):
 
 FAIL_ON_ENCODER = """#!{python}
 import os, sys
-if any("_encode_c" in arg for arg in sys.argv[1:]):
+if any("_encode_cython" in arg for arg in sys.argv[1:]):
     sys.exit("compiler refuses " + " ".join(sys.argv[1:]))
 os.execvp({compiler}[0], {compiler} + sys.argv[1:])
 """
@@ -281,7 +281,7 @@ def test_compiled_modules_are_fresh_or_absent(tmp_path):
     partial = pip_wheel(tree, tmp_path / "partial", {"CC": str(compiler)})
     assert_pure_wheel(partial.wheel)
     [line] = partial.warnings()
-    assert "zodb_json_codec._encode_c did not build" in line
+    assert "zodb_json_codec._encode_cython did not build" in line
 
     required = pip_wheel(tree, tmp_path / "required", {"CC": str(compiler), "ZODB_JSON_CODEC_REQUIRE_EXT": "1"})
     assert required.returncode != 0

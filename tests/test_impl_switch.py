@@ -81,11 +81,11 @@ def implementation(env: dict[str, str], prelude: str = "") -> subprocess.Complet
     return run(prelude + "\nimport zodb_json_codec\nprint(zodb_json_codec.IMPLEMENTATION)", env)
 
 
-BOTH_BROKEN = {"zodb_json_codec._decode_c": "broken", "zodb_json_codec._encode_c": "broken"}
+BOTH_BROKEN = {"zodb_json_codec._decode_cython": "broken", "zodb_json_codec._encode_cython": "broken"}
 
 
 def assert_pypy_runs_pure(env: dict[str, str], modules: dict[str, str] = BOTH_BROKEN) -> None:
-    """On PyPy: the pure twin, silently, without even looking for the compiled one (broken or required)."""
+    """On PyPy: the Python twin, silently, without even looking for the compiled one (broken or required)."""
     proc = run(f"MODULES = {modules!r}\n" + FAKE_COMPILED
                + "\nimport zodb_json_codec\nprint(zodb_json_codec.IMPLEMENTATION)\nprint(ASKED)", env)
     assert proc.returncode == 0, proc.stderr
@@ -96,9 +96,9 @@ def assert_pypy_runs_pure(env: dict[str, str], modules: dict[str, str] = BOTH_BR
 def assert_requested_mode(monkeypatch, expected: str) -> None:
     """The environment as set asks for expected (on PyPy: pure, and expected when _impl is told it is CPython)."""
     if PYPY:
-        # PyPy runs the pure twin whatever is asked; the table holds for
+        # PyPy runs the Python twin whatever is asked; the table holds for
         # the other interpreters, which _impl tells apart by name alone.
-        assert _impl.requested_mode() == _impl.PURE
+        assert _impl.requested_mode() == _impl.PYTHON
         fake = types.SimpleNamespace(**vars(sys.implementation))
         fake.name = "cpython"
         monkeypatch.setattr(sys, "implementation", fake)
@@ -111,19 +111,19 @@ def assert_requested_mode(monkeypatch, expected: str) -> None:
         (None, None, _impl.AUTO),
         ("", None, _impl.AUTO),
         ("", "", _impl.AUTO),
-        ("0", None, _impl.COMPILED),
-        (" 0 ", None, _impl.COMPILED),
-        ("1", None, _impl.PURE),
-        ("true", None, _impl.PURE),
+        ("0", None, _impl.CYTHON),
+        (" 0 ", None, _impl.CYTHON),
+        ("1", None, _impl.PYTHON),
+        ("true", None, _impl.PYTHON),
         # "Anything else" means anything: the value is text, not a boolean.
-        ("false", None, _impl.PURE),
-        ("no", None, _impl.PURE),
-        ("00", None, _impl.PURE),
-        (None, "0", _impl.COMPILED),
-        (None, "1", _impl.PURE),
-        ("", "1", _impl.PURE),  # empty counts as unset, so PURE_PYTHON decides
-        ("1", "0", _impl.PURE),  # the package's own variable wins
-        ("0", "1", _impl.COMPILED),
+        ("false", None, _impl.PYTHON),
+        ("no", None, _impl.PYTHON),
+        ("00", None, _impl.PYTHON),
+        (None, "0", _impl.CYTHON),
+        (None, "1", _impl.PYTHON),
+        ("", "1", _impl.PYTHON),  # empty counts as unset, so PURE_PYTHON decides
+        ("1", "0", _impl.PYTHON),  # the package's own variable wins
+        ("0", "1", _impl.CYTHON),
     ],
 )
 def test_requested_mode(monkeypatch, specific, generic, expected):
@@ -139,15 +139,15 @@ def test_requested_mode(monkeypatch, specific, generic, expected):
 @pytest.mark.parametrize(
     "require, pure, expected",
     [
-        ("1", None, _impl.COMPILED),
-        ("yes", None, _impl.COMPILED),  # any text but "" and "0", as for PURE_PYTHON
-        (" 1 ", None, _impl.COMPILED),
+        ("1", None, _impl.CYTHON),
+        ("yes", None, _impl.CYTHON),  # any text but "" and "0", as for PURE_PYTHON
+        (" 1 ", None, _impl.CYTHON),
         ("0", None, _impl.AUTO),
         ("", None, _impl.AUTO),
         (" ", None, _impl.AUTO),
-        ("1", "0", _impl.COMPILED),
-        ("1", "1", _impl.PURE),  # asking for the pure twin wins: nothing is built, nothing required
-        ("0", "0", _impl.COMPILED),
+        ("1", "0", _impl.CYTHON),
+        ("1", "1", _impl.PYTHON),  # asking for the Python twin wins: nothing is built, nothing required
+        ("0", "0", _impl.CYTHON),
     ],
 )
 def test_require_ext(monkeypatch, require, pure, expected):
@@ -175,7 +175,7 @@ def test_one_switch_for_build_and_import():
         {"ZODB_JSON_CODEC_REQUIRE_EXT": "1"},
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["pure" if PYPY else "compiled", "[]"]
+    assert proc.stdout.split() == ["python" if PYPY else "cython", "[]"]
 
 
 @pytest.mark.parametrize("value", [None, "", "0", "1"])
@@ -188,7 +188,7 @@ def test_pypy_is_always_pure(monkeypatch, value):
         monkeypatch.delenv("ZODB_JSON_CODEC_PURE_PYTHON", raising=False)
     else:
         monkeypatch.setenv("ZODB_JSON_CODEC_PURE_PYTHON", value)
-    assert _impl.requested_mode() == _impl.PURE
+    assert _impl.requested_mode() == _impl.PYTHON
 
 
 @pytest.mark.parametrize(
@@ -220,16 +220,16 @@ def test_required_compiled(env):
         assert proc.stdout.strip() == "cython"
     else:
         assert proc.returncode != 0
-        assert "ModuleNotFoundError" in proc.stderr and "_decode_c" in proc.stderr
+        assert "ModuleNotFoundError" in proc.stderr and "_decode_cython" in proc.stderr
 
 
 @pytest.mark.parametrize(
     "modules",
     [
-        {"zodb_json_codec._decode_c": "broken"},
-        {"zodb_json_codec._decode_c": "broken", "zodb_json_codec._encode_c": "broken"},
+        {"zodb_json_codec._decode_cython": "broken"},
+        {"zodb_json_codec._decode_cython": "broken", "zodb_json_codec._encode_cython": "broken"},
         # Built incompletely: the decoder imports, the encoder is missing.
-        {"zodb_json_codec._decode_c": "working", "zodb_json_codec._encode_c": "missing"},
+        {"zodb_json_codec._decode_cython": "working", "zodb_json_codec._encode_cython": "missing"},
     ],
     ids=["decoder-broken", "both-broken", "encoder-missing"],
 )
@@ -242,12 +242,12 @@ def test_broken_compiled_twin_warns_and_falls_back(modules):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "python"
     assert "RuntimeWarning" in proc.stderr
-    assert "compiled twin is installed but does not import" in proc.stderr
+    assert "Cython twin is installed but does not import" in proc.stderr
 
 
 @pytest.mark.parametrize("env", [{"ZODB_JSON_CODEC_PURE_PYTHON": "0"}, {"ZODB_JSON_CODEC_REQUIRE_EXT": "1"}])
 def test_broken_compiled_twin_is_an_error_when_required(env):
-    modules = {"zodb_json_codec._decode_c": "broken"}
+    modules = {"zodb_json_codec._decode_cython": "broken"}
     prelude = f"MODULES = {modules!r}\n" + FAKE_COMPILED
     if PYPY:
         assert_pypy_runs_pure(env, modules)

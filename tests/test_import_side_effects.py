@@ -70,7 +70,7 @@ CHILD = textwrap.dedent(
 
 @pytest.mark.parametrize("twin", ["python", "cython"])
 def test_import_and_calls_change_no_process_wide_state(twin):
-    load_twin(twin)  # skips, or fails, as the other tests decide for the compiled twin
+    load_twin(twin)  # skips, or fails, as the other tests decide for the Cython twin
     env = dict(os.environ, ZODB_JSON_CODEC_PURE_PYTHON="1" if twin == "python" else "0")
     env.pop("PURE_PYTHON", None)
     proc = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=300)

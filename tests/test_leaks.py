@@ -1,6 +1,6 @@
 """Decoding and encoding thousands of times keeps memory flat, for each twin, on the success and error paths alike.
 
-A compiled twin that forgets one reference (or one ``free``) per call
+A Cython twin that forgets one reference (or one ``free``) per call
 shows up only over many calls: corpus records go through all eight
 functions (and inputs each function refuses: error paths leak most often)
 100 000 times after a warm-up, while these stay flat: the number of blocks
@@ -34,7 +34,7 @@ from corpus import NAMES, record, vectors
 from deepvalues import json_text
 
 pytestmark = pytest.mark.skipif(sys.implementation.name != "cpython",
-                                reason="measures CPython's allocators; PyPy runs only the pure twin, whose "
+                                reason="measures CPython's allocators; PyPy runs only the Python twin, whose "
                                        "memory its garbage collector and JIT manage")
 
 TESTS = Path(__file__).resolve().parent
@@ -67,7 +67,7 @@ RSS_LIMIT = 1024 * 1024
 # overhead) adds 1.6 MB; without a leak, what malloc holds moves by a few kB.
 MALLOC_LIMIT = 256 * 1024
 MALLOC_SMALL_CHUNK = 16
-# tracemalloc slows the pure twin down some twenty times: a shorter run,
+# tracemalloc slows the Python twin down some twenty times: a shorter run,
 # which a leak of one 32-byte object per call (192 kB over 6 000 calls)
 # still overshoots ten times; without a leak, what the codec's lines hold
 # moves by some hundred bytes.
@@ -263,7 +263,7 @@ def traced_growth(calls: List[Call], rounds: int) -> Tuple[int, List[str]]:
     """Net bytes tracemalloc saw allocated over rounds more rounds, and the ten largest growths by line.
 
     Counted are allocations made on a line of the codec's pure-Python
-    modules or of this file (where a compiled twin's allocations show, its
+    modules or of this file (where a Cython twin's allocations show, its
     functions having no Python frames).  Not counted: those made inside the
     standard library, which are not the codec's: json.loads, as the pure
     json_to_pickle calls it, keeps a few dozen bytes per hundred calls on
@@ -317,7 +317,7 @@ def test_tracemalloc_sees_no_growth(impl):
 
 
 def test_the_measures_see_a_leak_of_one_small_object_per_call():
-    # The pure twin's workload, each call also losing one float and one
+    # The Python twin's workload, each call also losing one float and one
     # smallest malloc chunk: every measure must report more than its limit.
     growth = measured_in_child("python", leak=True)
     assert growth["blocks"] > BLOCKS_LIMIT and growth["rss"] > RSS_LIMIT, growth

@@ -1,4 +1,4 @@
-"""The compiled twins' opcode enum (_opcodes.pxd) lists exactly pickletools' opcodes, valued as in pickle."""
+"""The Cython twins' opcode enum (_opcodes.pxd) lists exactly pickletools' opcodes, valued as in pickle."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def parse_enum(text: str) -> Dict[str, int]:
     """The members of ``cdef enum Opcode:``; a line in its body that is not ``NAME = 0xNN`` is an error.
 
     Strict on purpose: a decimal value, a trailing comma, a duplicated name
-    would each change what the compiled twins compare bytes against.
+    would each change what the Cython twins compare bytes against.
     """
     lines = text.splitlines()
     starts = [i for i, line in enumerate(lines) if _ENUM_START.match(line)]
@@ -79,7 +79,7 @@ def problems(members: Dict[str, int]) -> List[str]:
 
 
 def test_the_pxd_is_there():
-    # Not skipped when missing: the design has both compiled twins cimport it.
+    # Not skipped when missing: the design has both Cython twins cimport it.
     assert pxd_copies(), f"no _opcodes.pxd at {SOURCE_PXD} nor in the installed package"
 
 

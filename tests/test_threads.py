@@ -14,7 +14,7 @@ DECODERS = ("decode_zodb_record", "decode_zodb_record_for_pg", "decode_zodb_reco
             "pickle_to_dict", "pickle_to_json")
 THREADS = 8
 ROUNDS = 2
-# Every EVERY-th corpus record: both corpora, all sizes, a few seconds per round for the pure twin.
+# Every EVERY-th corpus record: both corpora, all sizes, a few seconds per round for the Python twin.
 EVERY = 8
 
 Call = Tuple[str, Callable[[Any], Any], Any]

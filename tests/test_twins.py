@@ -1,9 +1,9 @@
-"""Differential tests: the compiled twin against the pure (normative) one, both in one process, call by call.
+"""Differential tests: the Cython twin against the pure (normative) one, both in one process, call by call.
 
 Every call goes to both twins and must have the same outcome: the same
 value (strictly: types, dict key order, float bits; JSON text and pickle
 bytes identical) or the same exception type with the same message.  Where
-they differ, the compiled twin is wrong.  Inputs: every record of the
+they differ, the Cython twin is wrong.  Inputs: every record of the
 corpora (and each of its two pickles alone), generated Python values
 pickled with protocols 0-5, damaged corpus records, and marker trees and
 JSON texts (well-formed and not) for the encoders.
@@ -61,7 +61,7 @@ SHOWN = 15
 
 @pytest.fixture(scope="module")
 def twins() -> Tuple[SimpleNamespace, SimpleNamespace]:
-    """(pure, compiled); skipped, failed or given as conftest's ``impl`` fixture decides for the compiled twin."""
+    """(pure, compiled); skipped, failed or given as conftest's ``impl`` fixture decides for the Cython twin."""
     from zodb_json_codec import _impl
 
     assert set(_impl.DECODE_FUNCTIONS) == set(DECODERS) and set(_impl.ENCODE_FUNCTIONS) == set(ENCODERS)
@@ -127,7 +127,7 @@ def encode_both(twins, fn: str, arg: Any, found: Differences, label: str) -> Non
 
 def compare_decoders(twins, data: bytes, found: Differences, label: str, functions=DECODERS,
                      encode: bool = True) -> Dict[str, Tuple]:
-    """Every decoder on data; then every encoder on what the pure twin decoded.
+    """Every decoder on data; then every encoder on what the Python twin decoded.
 
     Also each twin's encoder on its own decoder's output (the whole round
     trip), which sees a difference in the shape of the decoded values (shared
@@ -216,7 +216,7 @@ def test_the_comparison_sees_what_matters():
     assert outcome_diff(("raised", KeyError, "'x'"), ("raised", KeyError, "'x'")) is None
 
 
-# Subclasses of the accepted types, some overriding what a compiled twin may bypass.
+# Subclasses of the accepted types, some overriding what a Cython twin may bypass.
 
 class SubStr(str):
     pass
@@ -668,7 +668,7 @@ def _damage(tree: Any, path: Tuple, how: str, new: Any) -> Any:
 @SETTINGS
 @given(value=values, data=st.data())
 def test_decoded_trees_damaged(twins, value, data):
-    # Real marker trees (what the pure twin makes of pickled values), one node then spoiled.
+    # Real marker trees (what the Python twin makes of pickled values), one node then spoiled.
     pickled = _dumps({"v": value}, 3)
     tree = twins[0].pickle_to_dict(pickled)
     for _ in range(data.draw(st.integers(1, 2))):

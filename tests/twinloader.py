@@ -1,4 +1,4 @@
-"""One twin's eight functions, or a skip or failure saying why the compiled twin cannot be had.
+"""One twin's eight functions, or a skip or failure saying why the Cython twin cannot be had.
 
 Used by tests/conftest.py's ``impl`` fixture, tests/test_twins.py and the
 benchmarks' ``twin`` fixture, so all three decide alike.
@@ -24,7 +24,7 @@ def _twin(implementation: str) -> SimpleNamespace:
 def load_twin(implementation: str) -> SimpleNamespace:
     """The twin's functions (plus name, decode_module, encode_module).
 
-    The compiled twin is skipped, with the reason shown, when it is not
+    The Cython twin is skipped, with the reason shown, when it is not
     built or pure mode is asked for, and fails the test when
     ZODB_JSON_CODEC_PURE_PYTHON=0 (or PURE_PYTHON=0) requires it or it is
     installed but broken.
@@ -34,15 +34,15 @@ def load_twin(implementation: str) -> SimpleNamespace:
     if implementation == "python":
         return _twin("python")
     mode = _impl.requested_mode()
-    if mode == _impl.PURE:
+    if mode == _impl.PYTHON:
         if sys.implementation.name == "pypy":
-            pytest.skip("compiled twin: PyPy always runs the pure-Python twin")
-        pytest.skip("compiled twin: pure-Python mode requested (ZODB_JSON_CODEC_PURE_PYTHON / PURE_PYTHON)")
+            pytest.skip("Cython twin: PyPy always runs the Python twin")
+        pytest.skip("Cython twin: pure-Python mode requested (ZODB_JSON_CODEC_PURE_PYTHON / PURE_PYTHON)")
     try:
         return _twin("cython")
     except ImportError as exc:
-        if mode == _impl.COMPILED:
-            pytest.fail(f"compiled twin required (ZODB_JSON_CODEC_PURE_PYTHON=0) but not importable: {exc}")
+        if mode == _impl.CYTHON:
+            pytest.fail(f"Cython twin required (ZODB_JSON_CODEC_PURE_PYTHON=0) but not importable: {exc}")
         if _impl.compiled_installed():
-            pytest.fail(f"compiled twin installed but broken: {exc}")
-        pytest.skip(f"compiled twin not built: {exc}")
+            pytest.fail(f"Cython twin installed but broken: {exc}")
+        pytest.skip(f"Cython twin not built: {exc}")

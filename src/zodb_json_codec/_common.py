@@ -1,7 +1,7 @@
 """Rules shared by both twins: errors, limits, marker shapes, base64 and number text.
 
 The mapping between pickled values and JSON markers is decided here once;
-the pure-Python twins (``_decode_py``, ``_encode_py``) and their Cython
+the Python twins (``_decode_python``, ``_encode_python``) and their Cython
 twins call these functions for everything that is not a hot loop.
 """
 

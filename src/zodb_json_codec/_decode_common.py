@@ -1,4 +1,4 @@
-"""Decoding rules shared by both decoder twins (``_decode_py``, ``_decode_c.pyx``).
+"""Decoding rules shared by both decoder twins (``_decode_python``, ``_decode_cython.pyx``).
 
 What is not a hot loop lives here once: the flags the decoders set, objects
 under construction and the markers they render to, the checks after the
@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 from . import _known
 from ._common import MAX_DEPTH, STDLIB_JSON_DEPTH, CodecError, btree_kind, rebuild_tree, unescape_key
-from ._jsontext_py import check_class_names
+from ._jsontext_python import check_class_names
 
 # Flags describing what a decoded value holds, so the PostgreSQL paths only
 # walk the tree again when something in it needs rewriting.
@@ -20,7 +20,7 @@ F_SURROGATE = 2    # a string with a lone surrogate
 F_FLOAT = 4        # NaN, +-inf or -0.0
 F_EXP_FLOAT = 8    # a float whose repr uses an exponent
 F_ESCAPED_KEY = 16  # a key that looks like "@ns:..." / "@su:..."
-F_SHALLOW = 32     # few enough containers for json.dumps's recursion (the pure twin's fast path)
+F_SHALLOW = 32     # few enough containers for json.dumps's recursion (the Python twin's fast path)
 
 # Kinds of objects under construction (REDUCE / NEWOBJ results).
 REDUCE, NEWOBJ = 0, 1
@@ -31,7 +31,7 @@ REDUCE, NEWOBJ = 0, 1
 # item pair -- and at most four levels of JSON ({"@newobj": {"items": [[k,
 # v]]}}), plus a few for the record's wrappers.  Values from fewer container
 # opcodes than DEEP_CONTAINERS cannot be too deep, so their depth is not
-# walked; the pure twin sends values from at most SHALLOW_CONTAINERS through
+# walked; the Python twin sends values from at most SHALLOW_CONTAINERS through
 # json.dumps without measuring them.
 DEEP_CONTAINERS = (MAX_DEPTH - 4) // 3
 SHALLOW_CONTAINERS = (STDLIB_JSON_DEPTH - 10) // 4

@@ -1,18 +1,18 @@
 """Chooses the implementation behind the public API; the only module that knows both twins.
 
-The pure-Python twins (``_decode_py``, ``_encode_py``) are normative; the
-Cython twins (``_decode_c``, ``_encode_c``) replace them when they are built.
+The Python twins (``_decode_python``, ``_encode_python``) are normative; the
+Cython twins (``_decode_cython``, ``_encode_cython``) replace them when they are built.
 The environment decides (``_switch.requested_mode``, which the build reads too),
 once, at import:
 
-* nothing set: the compiled twins if they import, else the pure ones;
+* nothing set: the Cython twins if they import, else the pure ones;
 * ``ZODB_JSON_CODEC_PURE_PYTHON=0`` (or ``PURE_PYTHON=0``) or
-  ``ZODB_JSON_CODEC_REQUIRE_EXT=1``: the compiled twins are required (their
+  ``ZODB_JSON_CODEC_REQUIRE_EXT=1``: the Cython twins are required (their
   ImportError propagates);
 * ``ZODB_JSON_CODEC_PURE_PYTHON`` (else ``PURE_PYTHON``) set to anything
-  else: the pure twins.
+  else: the Python twins.
 
-PyPy always runs the pure twins.
+PyPy always runs the Python twins.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import warnings
 from types import ModuleType
 from typing import Tuple
 
-from ._switch import AUTO, COMPILED, PURE, requested_mode  # noqa: F401 (PURE: for callers)
+from ._switch import AUTO, CYTHON, PYTHON, requested_mode  # noqa: F401 (PYTHON: for callers)
 
 DECODE_FUNCTIONS = (
     "decode_zodb_record",
@@ -36,8 +36,8 @@ ENCODE_FUNCTIONS = ("encode_zodb_record", "dict_to_pickle", "json_to_pickle")
 
 #: Module names of each twin: (decoder, encoder), keyed by IMPLEMENTATION.
 TWINS = {
-    "python": ("_decode_py", "_encode_py"),
-    "cython": ("_decode_c", "_encode_c"),
+    "python": ("_decode_python", "_encode_python"),
+    "cython": ("_decode_cython", "_encode_cython"),
 }
 
 def import_twin(implementation: str) -> Tuple[ModuleType, ModuleType]:
@@ -46,13 +46,13 @@ def import_twin(implementation: str) -> Tuple[ModuleType, ModuleType]:
 
 
 def compiled_installed() -> bool:
-    """True when any module of the compiled twin is installed, importable or not."""
+    """True when any module of the Cython twin is installed, importable or not."""
     return any(importlib.util.find_spec(f"{__package__}.{name}") is not None for name in TWINS["cython"])
 
 
 def _choose() -> Tuple[str, ModuleType, ModuleType]:
     mode = requested_mode()
-    if mode == COMPILED:
+    if mode == CYTHON:
         return ("cython",) + import_twin("cython")
     if mode == AUTO:
         try:
@@ -60,8 +60,8 @@ def _choose() -> Tuple[str, ModuleType, ModuleType]:
         except Exception as exc:  # noqa: BLE001 - a broken build falls back, but never silently
             if compiled_installed():
                 warnings.warn(
-                    f"zodb_json_codec: the compiled twin is installed but does not import "
-                    f"({type(exc).__name__}: {exc}); using the pure-Python twin",
+                    f"zodb_json_codec: the Cython twin is installed but does not import "
+                    f"({type(exc).__name__}: {exc}); using the Python twin",
                     RuntimeWarning,
                     stacklevel=2,
                 )

@@ -1,6 +1,6 @@
 # cython: language_level=3
-# The pickle opcodes as a C enum, cimported by both compiled twins
-# (_decode_c.pyx, _encode_c.pyx).  Names are those of the ``pickle`` module;
+# The pickle opcodes as a C enum, cimported by both Cython twins
+# (_decode_cython.pyx, _encode_cython.pyx).  Names are those of the ``pickle`` module;
 # tests/test_opcodes.py checks every value against it.
 
 cdef enum Opcode:

@@ -1,4 +1,4 @@
-"""JSON text from decoded values, by the reference's two sets of rules (pure twin).
+"""JSON text from decoded values, by the reference's two sets of rules (Python twin).
 
 ``pg_json_text``: compact, insertion order, the PostgreSQL writer's spelling
 (``\\u0008``, ``1e-7``, integral floats positional) and what ``jsonb`` cannot

@@ -1,14 +1,14 @@
 # cython: language_level=3, embedsignature=True
 # cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""Cython twin of ``_decode_py`` (which is normative): pickle bytes -> marker values.
+"""Cython twin of ``_decode_python`` (which is normative): pickle bytes -> marker values.
 
-The same opcode walk, values, flags, errors and messages as the pure twin,
+The same opcode walk, values, flags, errors and messages as the Python twin,
 with the input read through a ``const unsigned char*`` (every read checked
 against the length first).  In C: the hot opcodes, strings, numbers, base64,
 the memo, dicts, persistent references, objects under construction and the
-known types and class forms ZODB writes.  Shared with the pure twin: rarer
+known types and class forms ZODB writes.  Shared with the Python twin: rarer
 known-type shapes (``_known``), the checks after the walk that find something
-(``_decode_common``) and the PostgreSQL rewriting; ``_jsontext_c`` writes the
+(``_decode_common``) and the PostgreSQL rewriting; ``_jsontext_cython`` writes the
 JSON text.
 """
 
@@ -38,8 +38,8 @@ from ._decode_common import (
     Unrepresentable, check_class_names_at_offset_0, decode_string_escapes, finish, in_state,
     object_record_state,
 )
-from ._jsontext_c cimport pg_json_text
-from ._jsontext_py import pretty_json_text, sanitize_for_pg
+from ._jsontext_cython cimport pg_json_text
+from ._jsontext_python import pretty_json_text, sanitize_for_pg
 
 cdef extern from "Python.h":
     ctypedef unsigned char Py_UCS1
@@ -65,7 +65,7 @@ if (F_NUL, F_SURROGATE, F_FLOAT, F_EXP_FLOAT, F_ESCAPED_KEY, K_REDUCE, K_NEWOBJ)
         _decode_common.F_NUL, _decode_common.F_SURROGATE, _decode_common.F_FLOAT,
         _decode_common.F_EXP_FLOAT, _decode_common.F_ESCAPED_KEY, _decode_common.REDUCE,
         _decode_common.NEWOBJ):
-    raise ImportError("zodb_json_codec._decode_c was built against other decoder flags")
+    raise ImportError("zodb_json_codec._decode_cython was built against other decoder flags")
 
 cdef Py_ssize_t C_MAX_DEPTH = MAX_DEPTH
 cdef Py_ssize_t C_DEEP_CONTAINERS = _decode_common.DEEP_CONTAINERS
@@ -858,7 +858,7 @@ cdef dict _persistent_ref(_Context ctx, object pid, Py_ssize_t pos):
 
 
 cdef dict _persistent_ref_any(_Context ctx, object pid):
-    """Every other persistent id, as the pure twin reads it."""
+    """Every other persistent id, as the Python twin reads it."""
     cdef object oid = None
     cdef object first = None
     if type(pid) is dict and len(<dict>pid) == 1:
@@ -1515,7 +1515,7 @@ cdef object _load(bytes data, Py_ssize_t pos, _Context ctx):
             else:
                 raise _err(f"unknown pickle opcode: 0x{op:02x}", start)
 
-    except IndexError:  # as in the pure twin: a shape the checks above did not foresee
+    except IndexError:  # as in the Python twin: a shape the checks above did not foresee
         raise _err("pickle stack underflow", start) from None
 
 
@@ -1686,7 +1686,7 @@ cdef _Context _decode_record(object data):
 
 
 cdef _Context _load_state_with_own_memo(bytes data, Py_ssize_t pos, _Context ctx):
-    """A context whose state is the state pickle read with a memo of its own, or None (see _decode_py)."""
+    """A context whose state is the state pickle read with a memo of its own, or None (see _decode_python)."""
     cdef _Context fresh = _new_context(ctx.compact)
     fresh.flags = ctx.flags
     fresh.containers = ctx.containers

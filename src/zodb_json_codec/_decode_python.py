@@ -1,4 +1,4 @@
-"""Reference decoder (normative; ``_decode_c.pyx`` is its Cython twin): pickle bytes -> marker values.
+"""Reference decoder (normative; ``_decode_cython.pyx`` is its Cython twin): pickle bytes -> marker values.
 
 One walk over the opcodes, as CPython's ``pickle._Unpickler`` does, building
 the JSON-ready values directly: tuples become ``{"@t": [...]}``, bytes
@@ -24,7 +24,7 @@ from ._decode_common import (
     SHALLOW_CONTAINERS, Obj, Unrepresentable, check_class_names_at_offset_0, decode_string_escapes, finish,
     in_state, is_global, object_record_state, render_obj,
 )
-from ._jsontext_py import pg_json_text, pretty_json_text, sanitize_for_pg
+from ._jsontext_python import pg_json_text, pretty_json_text, sanitize_for_pg
 
 _from_bytes = int.from_bytes
 _b2a = binascii.b2a_base64

@@ -1,11 +1,11 @@
 # cython: language_level=3, embedsignature=True
 # cython: boundscheck=False, wraparound=False, cdivision=True
-"""Cython twin of ``_jsontext_py`` (which is normative) for the PostgreSQL JSON text.
+"""Cython twin of ``_jsontext_python`` (which is normative) for the PostgreSQL JSON text.
 
 ``pg_json_text`` writes the common case (the decoder's flags say nothing
-needs special spelling) as UTF-8 into one buffer, exactly as the pure twin's
+needs special spelling) as UTF-8 into one buffer, exactly as the Python twin's
 ``json.dumps`` fast path and its ``\\b``/``\\f`` fix spell it; everything
-else (and any value this writer does not expect) goes to the pure twin.
+else (and any value this writer does not expect) goes to the Python twin.
 """
 
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
@@ -14,8 +14,8 @@ from libc.stdint cimport uint64_t
 from libc.math cimport fabs, signbit
 from libc.string cimport memcpy
 
-from . import _jsontext_py
-from ._jsontext_py import pretty_json_text, sanitize_for_pg  # noqa: F401 (re-exported for _decode_c)
+from . import _jsontext_python
+from ._jsontext_python import pretty_json_text, sanitize_for_pg  # noqa: F401 (re-exported for _decode_cython)
 
 cdef extern from "Python.h":
     long long PyLong_AsLongLongAndOverflow(object v, int* overflow) except? -1
@@ -35,7 +35,7 @@ ESCAPE[0x08] = 2
 ESCAPE[0x0C] = 2
 
 cdef const char* HEX = b"0123456789abcdef"
-cdef Py_ssize_t DEPTH_LIMIT = _jsontext_py.JSON_DEPTH_LIMIT  # deeper: the pure twin's writer decides
+cdef Py_ssize_t DEPTH_LIMIT = _jsontext_python.JSON_DEPTH_LIMIT  # deeper: the Python twin's writer decides
 
 
 cdef enum:
@@ -162,7 +162,7 @@ cdef double TWO_50 = 2.0 ** 50
 
 
 cdef int _write_float(Buffer* out, double x) except -1:
-    """repr(x), as json.dumps writes a float; 1 when only the pure twin's writer may write it."""
+    """repr(x), as json.dumps writes a float; 1 when only the Python twin's writer may write it."""
     cdef double ax = fabs(x), t
     cdef long long m
     cdef int d, n
@@ -182,7 +182,7 @@ cdef int _write_float(Buffer* out, double x) except -1:
     try:
         n = 0
         while text[n]:
-            if text[n] == 101 or text[n] == 110 or text[n] == 105:  # e, nan, inf: the pure twin's
+            if text[n] == 101 or text[n] == 110 or text[n] == 105:  # e, nan, inf: the Python twin's
                 return 1
             n += 1
         _write(out, text, n)
@@ -216,7 +216,7 @@ cdef int _write_decimal(Buffer* out, long long m, int d, bint negative) except -
 
 
 cdef int _write_value(Buffer* out, object v, Py_ssize_t depth) except -1:
-    """Write v; 1 when it holds something only the pure twin writes (nothing is kept then)."""
+    """Write v; 1 when it holds something only the Python twin writes (nothing is kept then)."""
     cdef Py_ssize_t n
     cdef bint first
     cdef char* text
@@ -266,16 +266,16 @@ cdef int _write_value(Buffer* out, object v, Py_ssize_t depth) except -1:
 
 
 cpdef str pg_json_text(object state, int special):
-    """The compact PostgreSQL JSON text of a decoded state (see ``_jsontext_py.pg_json_text``)."""
+    """The compact PostgreSQL JSON text of a decoded state (see ``_jsontext_python.pg_json_text``)."""
     cdef Buffer out
     if special:
-        return _jsontext_py.pg_json_text(state, special)
+        return _jsontext_python.pg_json_text(state, special)
     out.data = out.inline
     out.size = 0
     out.capacity = INLINE_CAPACITY
     try:
         if _write_value(&out, state, 0):
-            return _jsontext_py.pg_json_text(state, special)
+            return _jsontext_python.pg_json_text(state, special)
         return PyUnicode_DecodeUTF8(out.data, out.size, NULL)
     finally:
         if out.data != out.inline:

@@ -1,9 +1,9 @@
 # cython: language_level=3, embedsignature=True
-"""Compiled encoder, the Cython twin of ``_encode_py`` (normative): marker values -> pickle bytes."""
+"""Compiled encoder, the Cython twin of ``_encode_python`` (normative): marker values -> pickle bytes."""
 
-# One walk over the value tree, as in _encode_py, writing opcodes into one
+# One walk over the value tree, as in _encode_python, writing opcodes into one
 # growing C buffer (on the C stack until it outgrows it).  Every branch
-# mirrors a branch of the pure twin in the same order, so that the same
+# mirrors a branch of the Python twin in the same order, so that the same
 # inputs give the same bytes and the same first error.  Plain values, the
 # markers real records hold and the markers' common shapes are written here
 # in C; rare shapes call the shared rules in _common and _known.
@@ -368,7 +368,7 @@ cdef inline int _int64(Writer* w, long long x) except -1:
 
 cdef int _long1(Writer* w, long long x) except -1:
     """LONG1 of (bit_length >> 3) + 1 two's complement bytes, one fewer when
-    that leaves a redundant 0xff sign byte (as the pure twin)."""
+    that leaves a redundant 0xff sign byte (as the Python twin)."""
     cdef unsigned char* o = w.buf + w.pos  # 12 bytes reserved by _int64
     cdef unsigned long long ux = <unsigned long long>x
     cdef unsigned long long u = (0 - ux) if x < 0 else ux
@@ -391,7 +391,7 @@ cdef int _long1(Writer* w, long long x) except -1:
 
 
 cdef int _bigint(Writer* w, object v) except -1:
-    """An int outside the signed 64-bit range, exactly as the pure twin."""
+    """An int outside the signed 64-bit range, exactly as the Python twin."""
     cdef Py_ssize_t n
     nbytes = (v.bit_length() >> 3) + 1
     raw = v.to_bytes(nbytes, "little", signed=True)
@@ -563,7 +563,7 @@ cdef int _str_utf8(Writer* w, str s) except -1:
     size = w.pos - start - 5
     if size >= _U32_LIMIT:
         w.pos = start
-        _pack_I(size)  # raises struct.error, as the pure twin
+        _pack_I(size)  # raises struct.error, as the Python twin
     w.buf[start] = BINUNICODE
     _le32(w.buf + start + 1, <uint64_t>size)
     return 0
@@ -1087,7 +1087,7 @@ cdef int _dict(Writer* w, dict d, Py_ssize_t depth) except -1:
 
 
 cdef int _marker(Writer* w, dict d, int kind, PyObject* first, Py_ssize_t depth) except -1:
-    """The markers of _encode_py._MARKERS; first is the value of a one-key marker, as d[key] gives it."""
+    """The markers of _encode_python._MARKERS; first is the value of a one-key marker, as d[key] gives it."""
     cdef object value = <object>first if first != NULL else None  # our own reference while code may run
     if kind == K_REF:
         return _ref(w, value, depth)
@@ -1198,7 +1198,7 @@ cdef int _ref(Writer* w, object v, Py_ssize_t depth) except -1:
     cdef PyObject* inner
     # A reference whose id is a reference, and so on: the innermost is written
     # first, then one BINPERSID per link; each link is a level, as each
-    # reference dict is for the pure twin's walk.
+    # reference dict is for the Python twin's walk.
     while True:
         inner = _ref_payload(v)
         if inner == NULL:
@@ -1358,7 +1358,7 @@ cdef int _kv_direct(Writer* w, object pairs, Py_ssize_t depth) except -1:
 
 
 cdef object _flatten(object pairs):
-    """(k, v, k, v...) of the @kv pairs, each checked first: what the pure twin's list holds."""
+    """(k, v, k, v...) of the @kv pairs, each checked first: what the Python twin's list holds."""
     cdef tuple flat
     cdef Py_ssize_t i, n
     if type(pairs) is list:
@@ -1425,7 +1425,7 @@ cdef int _btree_state(Writer* w, object state, int is_tree, Py_ssize_t depth) ex
 # ---------------------------------------------------------------------------
 
 cdef int _call(Writer* w, object call, Py_ssize_t depth) except -1:
-    """A ``_known.Call``: callable, arguments tuple, REDUCE (see _encode_py._Writer.call)."""
+    """A ``_known.Call``: callable, arguments tuple, REDUCE (see _encode_python._Writer.call)."""
     cdef Py_ssize_t n
     callable_ = call.callable
     if type(callable_) is _Global:

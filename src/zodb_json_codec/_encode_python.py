@@ -1,4 +1,4 @@
-"""Reference encoder (normative; ``_encode_c.pyx`` is its Cython twin): marker values -> pickle bytes.
+"""Reference encoder (normative; ``_encode_cython.pyx`` is its Cython twin): marker values -> pickle bytes.
 
 One walk over the value tree writing opcodes into a list of byte strings,
 with an explicit stack of frames rather than recursion, so that values as
