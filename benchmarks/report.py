@@ -9,8 +9,8 @@ Contenders (each only when available; a missing one is a note, not an error):
             loads + json.dumps(default=repr); encode is pickle.dumps protocol 3
   rust      zodb-json-codec 1.6.1, the reference, loaded from its _rust*.so
             under another module name (--rust; it has our import name)
-  compiled  this codec's Cython twin (_decode_cython, _encode_cython), when built
-  pure      this codec's Python twin (_decode_python, _encode_python)
+  cython    this codec's Cython twin (_decode_cython, _encode_cython), when built
+  python    this codec's Python twin (_decode_python, _encode_python)
 Both twins are taken with zodb_json_codec._impl.import_twin, so they run in
 one process whatever ZODB_JSON_CODEC_PURE_PYTHON says.
 
