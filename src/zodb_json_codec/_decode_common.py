@@ -192,7 +192,7 @@ def _has_cycle(root: Any) -> bool:
             it, key, depth = stack.pop()
 
 
-# Markers whose list payload stands at the marker's own level (REFERENCE 3.4).
+# Markers whose list payload stands at the marker's own level (docs/format.md, "Nesting depth").
 _LIST_PAYLOADS = frozenset(("@t", "@set", "@fset", "@td", "@cls"))
 # Markers whose dict payload is the marker's own level: its values are one down.
 _DICT_PAYLOADS = frozenset(("@reduce", "@newobj", "@inst"))
@@ -454,7 +454,7 @@ def float_line(ctx: Any, data: bytes, pos: int) -> Tuple[float, int]:
     return x, after
 
 
-def string_line(data: bytes, pos: int) -> Tuple[dict, int]:
+def string_line(ctx: Any, data: bytes, pos: int) -> Tuple[dict, int]:
     """STRING: a Python 2 str, quoted, its escapes decoded as CPython does."""
     line, after = text_line(data, pos)
     if len(line) >= 2 and line[0] == line[-1] and line[0] in b"\"'":

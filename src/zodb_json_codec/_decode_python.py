@@ -4,8 +4,12 @@ One walk over the opcodes, as CPython's ``pickle._Unpickler`` does, building
 the JSON-ready values directly: tuples become ``{"@t": [...]}``, bytes
 ``{"@b": ...}``, REDUCE/NEWOBJ results dicts that BUILD, SETITEMS and APPENDS
 rewrite in place (so memo references follow the object, as in CPython).
-Nothing is imported or called.  Rare constructs (known types, BTree states,
-class metadata) live in ``_known`` and ``_common``.
+Nothing is imported or called.  One small handler per opcode, found in a
+table keyed by the opcode byte (the two commonest run inline in ``_load``).
+Rare constructs (known types, BTree states, class metadata) live in
+``_known`` and ``_common``; protocol 0 text opcodes, error wording and
+persistent ids other than ZODB's in ``_decode_common``, shared with the
+Cython twin.
 """
 
 from __future__ import annotations
@@ -183,6 +187,7 @@ def _load(data: bytes, pos: int, ctx: _Context) -> Tuple[Any, int]:
     ctx.stack = []
     ctx.metastack = []
     end = len(data)
+    memo = ctx.memo
     dispatch = _DISPATCH
     start = pos
     try:
@@ -191,12 +196,24 @@ def _load(data: bytes, pos: int, ctx: _Context) -> Tuple[Any, int]:
                 raise _eof(pos)
             start = pos
             op = data[pos]
-            if op == 0x2E:  # STOP
+            pos += 1
+            # The two commonest opcodes of ZODB records (half of all) run here,
+            # saving a call each; _binput and _binunicode are their handlers.
+            if op == 0x71:  # BINPUT
+                if pos >= end or not ctx.stack:
+                    return _binput(ctx, data, pos), None  # raises
+                memo[data[pos]] = ctx.stack[-1]
+                pos += 1
+            elif op == 0x58 and pos + 4 <= end:  # BINUNICODE
+                n = data[pos] | (data[pos + 1] << 8) | (data[pos + 2] << 16) | (data[pos + 3] << 24)
+                pos = _push_text(ctx, data, pos + 4, n, start)
+            elif op == 0x2E:  # STOP
                 break
-            pos = dispatch[op](ctx, data, pos + 1)
+            else:
+                pos = dispatch[op](ctx, data, pos)
         if not ctx.stack:
             raise _err("pickle stack underflow", start)
-        return ctx.stack[-1], pos + 1
+        return ctx.stack[-1], pos
     except IndexError:  # a stack shape the handlers' checks did not foresee
         raise _err("pickle stack underflow", start) from None
 
@@ -399,22 +416,13 @@ def _binfloat(ctx: _Context, data: bytes, pos: int) -> int:
     return pos + 8
 
 
-def _int(ctx: _Context, data: bytes, pos: int) -> int:
-    value, pos = int_line(ctx, data, pos)
-    ctx.stack.append(value)
-    return pos
-
-
-def _long(ctx: _Context, data: bytes, pos: int) -> int:
-    value, pos = long_line(ctx, data, pos)
-    ctx.stack.append(value)
-    return pos
-
-
-def _float(ctx: _Context, data: bytes, pos: int) -> int:
-    value, pos = float_line(ctx, data, pos)
-    ctx.stack.append(value)
-    return pos
+def _text(read: Any) -> Any:
+    def text(ctx: _Context, data: bytes, pos: int) -> int:
+        """A protocol 0 text-line opcode (INT, LONG, FLOAT, STRING, UNICODE): _decode_common reads it."""
+        value, pos = read(ctx, data, pos)
+        ctx.stack.append(value)
+        return pos
+    return text
 
 
 # Strings and bytes
@@ -497,18 +505,6 @@ def _bytearray8(ctx: _Context, data: bytes, pos: int) -> int:
     return pos + 8 + n
 
 
-def _string(ctx: _Context, data: bytes, pos: int) -> int:
-    value, pos = string_line(data, pos)
-    ctx.stack.append(value)
-    return pos
-
-
-def _unicode(ctx: _Context, data: bytes, pos: int) -> int:
-    value, pos = unicode_line(ctx, data, pos)
-    ctx.stack.append(value)
-    return pos
-
-
 # Containers
 
 def _empty_list(ctx: _Context, data: bytes, pos: int) -> int:
@@ -566,55 +562,30 @@ def _dict(ctx: _Context, data: bytes, pos: int) -> int:
     return pos
 
 
-def _tuple1(ctx: _Context, data: bytes, pos: int) -> int:
-    ctx.containers += 1
-    stack = _need(ctx, 1, pos)
-    stack[-1] = {"@t": [stack[-1]]}
-    return pos
+def _tuple_n(n: int) -> Any:
+    def tuple_n(ctx: _Context, data: bytes, pos: int) -> int:
+        """TUPLE1, TUPLE2, TUPLE3: the top n values as one tuple."""
+        ctx.containers += 1
+        stack = _need(ctx, n, pos)
+        items = stack[-n:]
+        del stack[-n:]
+        stack.append({"@t": items})
+        return pos
+    return tuple_n
 
 
-def _tuple2(ctx: _Context, data: bytes, pos: int) -> int:
-    ctx.containers += 1
-    stack = _need(ctx, 2, pos)
-    b = stack.pop()
-    stack[-1] = {"@t": [stack[-1], b]}
-    return pos
-
-
-def _tuple3(ctx: _Context, data: bytes, pos: int) -> int:
-    ctx.containers += 1
-    stack = _need(ctx, 3, pos)
-    c = stack.pop()
-    b = stack.pop()
-    stack[-1] = {"@t": [stack[-1], b, c]}
-    return pos
-
-
-def _setitem(ctx: _Context, data: bytes, pos: int) -> int:
-    stack = _need(ctx, 3, pos)
-    v = stack.pop()
-    k = stack.pop()
-    _set_items(ctx, stack[-1], [k, v], pos - 1, "SETITEM")
-    return pos
-
-
-def _setitems(ctx: _Context, data: bytes, pos: int) -> int:
-    items = _pop_mark(ctx, pos, "SETITEMS")
-    _set_items(ctx, _need(ctx, 1, pos)[-1], items, pos - 1, "SETITEMS")
-    return pos
-
-
-def _append_op(ctx: _Context, data: bytes, pos: int) -> int:
-    stack = _need(ctx, 2, pos)
-    v = stack.pop()
-    _append(ctx, stack[-1], [v], pos - 1, "APPEND")
-    return pos
-
-
-def _appends(ctx: _Context, data: bytes, pos: int) -> int:
-    items = _pop_mark(ctx, pos, "APPENDS")
-    _append(ctx, _need(ctx, 1, pos)[-1], items, pos - 1, "APPENDS")
-    return pos
+def _into_top(put: Any, opname: str, count: int) -> Any:
+    def into_top(ctx: _Context, data: bytes, pos: int) -> int:
+        """SETITEM(S), APPEND(S): the last count items (all since the MARK for 0) go into the value below."""
+        if count:
+            stack = _need(ctx, count + 1, pos)
+            items = stack[-count:]
+            del stack[-count:]
+        else:
+            items = _pop_mark(ctx, pos, opname)
+        put(ctx, _need(ctx, 1, pos)[-1], items, pos - 1, opname)
+        return pos
+    return into_top
 
 
 def _additems(ctx: _Context, data: bytes, pos: int) -> int:
@@ -648,20 +619,15 @@ def _stack_global(ctx: _Context, data: bytes, pos: int) -> int:
     return pos
 
 
-def _reduce(ctx: _Context, data: bytes, pos: int) -> int:
-    ctx.containers += 1
-    stack = _need(ctx, 2, pos)
-    args = stack.pop()
-    stack[-1] = _new_obj(ctx, REDUCE, stack[-1], args)
-    return pos
-
-
-def _newobj(ctx: _Context, data: bytes, pos: int) -> int:
-    ctx.containers += 1
-    stack = _need(ctx, 2, pos)
-    args = stack.pop()
-    stack[-1] = _new_obj(ctx, NEWOBJ, stack[-1], args)
-    return pos
+def _call(kind: int) -> Any:
+    def call(ctx: _Context, data: bytes, pos: int) -> int:
+        """REDUCE / NEWOBJ: an object under construction from a callable and its arguments."""
+        ctx.containers += 1
+        stack = _need(ctx, 2, pos)
+        args = stack.pop()
+        stack[-1] = _new_obj(ctx, kind, stack[-1], args)
+        return pos
+    return call
 
 
 def _newobj_ex(ctx: _Context, data: bytes, pos: int) -> int:
@@ -739,23 +705,22 @@ def _readonly_buffer(ctx: _Context, data: bytes, pos: int) -> int:
     return pos
 
 
-_HANDLERS = {
+_HANDLERS = {  # STOP (0x2E) ends the loop in _load
     0x28: _mark, 0x29: _empty_tuple, 0x30: _pop, 0x31: _pop_mark_op, 0x32: _dup,
-    0x42: _binbytes, 0x43: _short_binbytes, 0x46: _float, 0x47: _binfloat,
-    0x49: _int, 0x4A: _binint, 0x4B: _binint1, 0x4C: _long, 0x4D: _binint2, 0x4E: _none,
-    0x50: _persid, 0x51: _binpersid, 0x52: _reduce, 0x53: _string, 0x54: _binstring,
-    0x55: _short_binstring, 0x56: _unicode, 0x58: _binunicode, 0x5D: _empty_list,
-    0x61: _append_op, 0x62: _build_op, 0x63: _global, 0x64: _dict, 0x65: _appends,
-    0x67: _get, 0x68: _binget, 0x69: _inst, 0x6A: _long_binget, 0x6C: _list, 0x6F: _obj,
-    0x70: _put, 0x71: _binput, 0x72: _long_binput, 0x73: _setitem, 0x74: _tuple,
-    0x75: _setitems, 0x7D: _empty_dict,
-    0x80: _proto, 0x81: _newobj, 0x82: _ext(1), 0x83: _ext(2), 0x84: _ext(4),
-    0x85: _tuple1, 0x86: _tuple2, 0x87: _tuple3, 0x88: _newtrue, 0x89: _newfalse,
-    0x8A: _long1, 0x8B: _long4, 0x8C: _short_binunicode, 0x8D: _binunicode8,
-    0x8E: _binbytes8, 0x8F: _empty_set, 0x90: _additems, 0x91: _frozenset,
-    0x92: _newobj_ex, 0x93: _stack_global, 0x94: _memoize, 0x95: _frame,
-    0x96: _bytearray8, 0x97: _next_buffer, 0x98: _readonly_buffer,
-}  # STOP (0x2E) ends the loop in _load
+    0x42: _binbytes, 0x43: _short_binbytes, 0x46: _text(float_line), 0x47: _binfloat,
+    0x49: _text(int_line), 0x4A: _binint, 0x4B: _binint1, 0x4C: _text(long_line), 0x4D: _binint2,
+    0x4E: _none, 0x50: _persid, 0x51: _binpersid, 0x52: _call(REDUCE), 0x53: _text(string_line),
+    0x54: _binstring, 0x55: _short_binstring, 0x56: _text(unicode_line), 0x58: _binunicode,
+    0x5D: _empty_list, 0x61: _into_top(_append, "APPEND", 1), 0x62: _build_op, 0x63: _global,
+    0x64: _dict, 0x65: _into_top(_append, "APPENDS", 0), 0x67: _get, 0x68: _binget, 0x69: _inst,
+    0x6A: _long_binget, 0x6C: _list, 0x6F: _obj, 0x70: _put, 0x71: _binput, 0x72: _long_binput,
+    0x73: _into_top(_set_items, "SETITEM", 2), 0x74: _tuple, 0x75: _into_top(_set_items, "SETITEMS", 0),
+    0x7D: _empty_dict, 0x80: _proto, 0x81: _call(NEWOBJ), 0x82: _ext(1), 0x83: _ext(2), 0x84: _ext(4),
+    0x85: _tuple_n(1), 0x86: _tuple_n(2), 0x87: _tuple_n(3), 0x88: _newtrue, 0x89: _newfalse,
+    0x8A: _long1, 0x8B: _long4, 0x8C: _short_binunicode, 0x8D: _binunicode8, 0x8E: _binbytes8,
+    0x8F: _empty_set, 0x90: _additems, 0x91: _frozenset, 0x92: _newobj_ex, 0x93: _stack_global,
+    0x94: _memoize, 0x95: _frame, 0x96: _bytearray8, 0x97: _next_buffer, 0x98: _readonly_buffer,
+}
 _DISPATCH = [_HANDLERS.get(op, _unknown) for op in range(256)]
 
 
