@@ -7,10 +7,14 @@ walk (cycles, depth, escaped keys) and error wording for whole records.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import binascii
+from typing import Any, Optional, Tuple
 
 from . import _known
-from ._common import MAX_DEPTH, STDLIB_JSON_DEPTH, CodecError, btree_kind, rebuild_tree, unescape_key
+from ._common import (
+    I64_MAX, I64_MIN, MAX_BIGINT_BITS, MAX_DEPTH, STDLIB_JSON_DEPTH, CodecError, b64encode, btree_kind,
+    decimal_to_int, float_marker, int_to_decimal, rebuild_tree, unescape_key,
+)
 from ._jsontext_python import check_class_names
 
 # Flags describing what a decoded value holds, so the PostgreSQL paths only
@@ -188,7 +192,7 @@ def _has_cycle(root: Any) -> bool:
             it, key, depth = stack.pop()
 
 
-# Markers whose list payload stands at the marker's own level (REFERENCE 3.4).
+# Markers whose list payload stands at the marker's own level (docs/format.md, "Nesting depth").
 _LIST_PAYLOADS = frozenset(("@t", "@set", "@fset", "@td", "@cls"))
 # Markers whose dict payload is the marker's own level: its values are one down.
 _DICT_PAYLOADS = frozenset(("@reduce", "@newobj", "@inst"))
@@ -338,3 +342,190 @@ def check_class_names_at_offset_0(module: str, name: str) -> None:
         check_class_names((module, name))
     except CodecError as exc:
         raise CodecError(f"{exc} (class pickle at offset 0)") from None
+
+
+# ---------------------------------------------------------------------------
+# Cold opcode work, once for both twins: errors, big numbers, protocol 0 text
+# ---------------------------------------------------------------------------
+#
+# The readers of text-line opcodes (protocol 0) take the pickle and the offset
+# after the opcode byte and return (value, offset after the line); ``ctx`` is
+# either twin's decoding context (its flags, unrepresentable, refs, compact).
+
+def decode_error(msg: str, pos: int) -> CodecError:
+    return CodecError(f"{msg} at offset {pos}")
+
+
+def eof_error(pos: int) -> CodecError:
+    return CodecError(f"unexpected end of pickle stream at offset {pos}")
+
+
+def int_value(v: int, ctx: Any) -> Any:
+    """A pickled int: itself within int64, else the @bi marker."""
+    if I64_MIN <= v <= I64_MAX:
+        return v
+    if v.bit_length() > MAX_BIGINT_BITS:
+        ctx.unrepresentable = True  # kept verbatim rather than spelled out (see MAX_BIGINT_BITS)
+        return {"@bi": "0"}
+    return {"@bi": int_to_decimal(v)}
+
+
+def float_flags(x: float) -> int:
+    if x == 0.0 or x - x != 0.0:
+        return F_FLOAT if float_marker(x) else 0
+    ax = -x if x < 0 else x
+    if ax >= 1e16 or ax < 1e-4:
+        return F_EXP_FLOAT
+    return 0
+
+
+def text_line(data: bytes, pos: int) -> Tuple[bytes, int]:
+    nl = data.find(b"\n", pos)
+    if nl < 0:
+        raise eof_error(len(data))
+    return data[pos:nl], nl + 1
+
+
+def line_utf8(line: bytes, start: int, ctx: Any) -> str:
+    try:
+        s = line.decode("utf-8")
+    except UnicodeDecodeError:
+        raise decode_error("invalid UTF-8 in pickle string", start) from None
+    if "\x00" in s:
+        ctx.flags |= F_NUL
+    return s
+
+
+def memo_index(line: bytes, start: int, what: str) -> int:
+    try:
+        idx = int(line.decode("ascii"))
+    except (ValueError, UnicodeDecodeError):
+        raise decode_error(f"invalid pickle data: {what} index: {line[:40]!r}", start) from None
+    if idx < 0:
+        raise decode_error(f"invalid pickle data: {what} index: negative", start)
+    return idx
+
+
+def _parse_int(line: bytes, start: int, what: str) -> int:
+    """Text digits as CPython's INT/LONG read them; long texts without int()'s digit limit."""
+    try:
+        text = line.decode("ascii")
+        if len(text) > 4000:
+            return decimal_to_int(text.strip(), what)
+        return int(text, 0)
+    except (ValueError, UnicodeDecodeError):  # CodecError is a ValueError too
+        raise decode_error(f"invalid pickle data: {what} parse: {line[:40]!r}", start) from None
+
+
+def global_lines(ctx: Any, data: bytes, pos: int) -> Tuple[dict, int]:
+    """GLOBAL / INST: the class marker of a module line and a name line."""
+    start = pos - 1
+    module, pos = text_line(data, pos)
+    name, pos = text_line(data, pos)
+    return {"@cls": [line_utf8(module, start, ctx), line_utf8(name, start, ctx)]}, pos
+
+
+def int_line(ctx: Any, data: bytes, pos: int) -> Tuple[Any, int]:
+    """INT: protocol 0 spells the booleans 00 and 01."""
+    line, after = text_line(data, pos)
+    if line == b"00":
+        return False, after
+    if line == b"01":
+        return True, after
+    return int_value(_parse_int(line, pos - 1, "INT"), ctx), after
+
+
+def long_line(ctx: Any, data: bytes, pos: int) -> Tuple[Any, int]:
+    line, after = text_line(data, pos)
+    if line[-1:] == b"L":
+        line = line[:-1]
+    if len(line) > 10000:
+        raise decode_error("invalid pickle data: LONG value too large", pos - 1)
+    return int_value(_parse_int(line, pos - 1, "LONG"), ctx), after
+
+
+def float_line(ctx: Any, data: bytes, pos: int) -> Tuple[float, int]:
+    line, after = text_line(data, pos)
+    try:
+        x = float(line.decode("ascii"))
+    except (ValueError, UnicodeDecodeError):
+        raise decode_error(f"invalid pickle data: FLOAT parse: {line[:40]!r}", pos - 1) from None
+    ctx.flags |= float_flags(x)
+    return x, after
+
+
+def string_line(ctx: Any, data: bytes, pos: int) -> Tuple[dict, int]:
+    """STRING: a Python 2 str, quoted, its escapes decoded as CPython does."""
+    line, after = text_line(data, pos)
+    if len(line) >= 2 and line[0] == line[-1] and line[0] in b"\"'":
+        line = line[1:-1]
+    else:
+        raise decode_error("invalid pickle data: the STRING opcode argument must be quoted", pos - 1)
+    try:
+        raw = decode_string_escapes(line)
+    except CodecError as exc:
+        raise decode_error(f"invalid pickle data: STRING escape: {exc}", pos - 1) from None
+    return {"@b": b64encode(raw)}, after
+
+
+def unicode_line(ctx: Any, data: bytes, pos: int) -> Tuple[str, int]:
+    line, after = text_line(data, pos)
+    try:
+        s = line.decode("raw-unicode-escape")
+    except UnicodeDecodeError as exc:
+        raise decode_error(f"invalid pickle data: UNICODE escape: {exc.reason}", pos - 1) from None
+    if "\x00" in s:
+        ctx.flags |= F_NUL
+    if not s.isascii():
+        try:
+            s.encode("utf-8")
+        except UnicodeEncodeError:
+            ctx.flags |= F_SURROGATE
+    return s, after
+
+
+def persid_line(ctx: Any, data: bytes, pos: int) -> Tuple[str, int]:
+    line, after = text_line(data, pos)
+    try:
+        pid = line.decode("ascii")
+    except UnicodeDecodeError:
+        raise decode_error("invalid pickle data: persistent IDs in protocol 0 must be ASCII strings",
+                           pos - 1) from None
+    if "\x00" in pid:
+        ctx.flags |= F_NUL
+    return pid, after
+
+
+def persistent_ref(ctx: Any, pid: Any) -> dict:
+    """The @ref marker of a persistent id; its oid goes into refs as ZODB's referencesf finds it."""
+    oid = None
+    first = None
+    if type(pid) is dict and len(pid) == 1:
+        if "@t" in pid:
+            items = pid["@t"]
+            if type(items) is list and items:
+                first = items[0]
+        elif type(pid.get("@b")) is str:
+            oid = binascii.a2b_base64(pid["@b"])  # a bare oid (__getnewargs__ classes)
+        if type(first) is dict and len(first) == 1 and type(first.get("@b")) is str:
+            oid = binascii.a2b_base64(first["@b"])  # (oid, klass)
+    elif type(pid) is str and len(pid) == 8 and pid.isascii():
+        oid = pid.encode("ascii")  # referencesf takes an ASCII text id as an oid
+    if oid is not None and len(oid) == 8:
+        ctx.refs.append(int.from_bytes(oid, "big", signed=True))
+    if not ctx.compact:
+        return {"@ref": pid}
+    if first is not None and oid is not None and len(pid["@t"]) == 2:
+        klass = pid["@t"][1]
+        if klass is None:
+            return {"@ref": oid.hex()}
+        if is_global(klass):
+            module, name = klass["@cls"]
+            if "." not in name:  # "module.Name" is split at its last dot on the way back
+                return {"@ref": [oid.hex(), f"{module}.{name}" if module else name]}
+    elif type(pid) is str:
+        if _known.is_hex(pid):
+            ctx.unrepresentable = True  # would read back as an oid
+    elif type(pid) is list and len(pid) == 2 and type(pid[0]) is str and type(pid[1]) is str:
+        ctx.unrepresentable = True  # would read back as [oid, class]
+    return {"@ref": pid}

@@ -6,7 +6,10 @@ The same opcode walk, values, flags, errors and messages as the Python twin,
 with the input read through a ``const unsigned char*`` (every read checked
 against the length first).  In C: the hot opcodes, strings, numbers, base64,
 the memo, dicts, persistent references, objects under construction and the
-known types and class forms ZODB writes.  Shared with the Python twin: rarer
+known types and class forms ZODB writes; ``_load`` is a C switch over the
+opcode calling one short ``_op_*`` handler each.  Shared with the Python
+twin (``_decode_common``): protocol 0 text opcodes, generic calls and
+persistent ids other than ZODB's (oid, class) pair.  Shared as well: rarer
 known-type shapes (``_known``), the checks after the walk that find something
 (``_decode_common``) and the PostgreSQL rewriting; ``_jsontext_cython`` writes the
 JSON text.
@@ -14,7 +17,6 @@ JSON text.
 
 cimport cython
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
-from cpython.float cimport PyFloat_FromString
 from cpython.dict cimport PyDict_GetItem, PyDict_Next, PyDict_SetItem
 from cpython.list cimport PyList_Append, PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.long cimport PyLong_FromLongLong
@@ -26,17 +28,13 @@ from libc.math cimport fabs, isinf, isnan, signbit
 
 from ._opcodes cimport *
 
-import binascii
-
 from . import _known
-from ._common import (
-    I64_MAX, I64_MIN, MAX_BIGINT_BITS, MAX_DEPTH, CodecError, b64encode, bytes_argument,
-    decimal_to_int, int_to_decimal, marker_kind,
-)
+from ._common import MAX_DEPTH, CodecError, b64encode, bytes_argument, marker_kind
 from . import _decode_common
 from ._decode_common import (
-    Unrepresentable, check_class_names_at_offset_0, decode_string_escapes, finish, in_state,
-    object_record_state,
+    Unrepresentable, check_class_names_at_offset_0, finish, float_line, generic_call, global_lines, in_state,
+    int_line, int_value, line_utf8, long_line, memo_index, object_record_state, persid_line, persistent_ref,
+    string_line, text_line, unicode_line,
 )
 from ._jsontext_cython cimport pg_json_text
 from ._jsontext_python import pretty_json_text, sanitize_for_pg
@@ -70,7 +68,6 @@ if (F_NUL, F_SURROGATE, F_FLOAT, F_EXP_FLOAT, F_ESCAPED_KEY, K_REDUCE, K_NEWOBJ)
 cdef Py_ssize_t C_MAX_DEPTH = MAX_DEPTH
 cdef Py_ssize_t C_DEEP_CONTAINERS = _decode_common.DEEP_CONTAINERS
 cdef const char* B64_ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-cdef object _a2b = binascii.a2b_base64
 cdef object _from_bytes = int.from_bytes
 
 
@@ -93,6 +90,8 @@ cdef class _Context:
     cdef public bint uncallable  # REDUCE/NEWOBJ of a value no unpickler could call
     cdef public Py_ssize_t containers  # container opcodes run: bounds the nesting depth
     cdef Py_ssize_t stop         # offset after the STOP that ended the last walk
+    cdef list stack              # the pickle machine's stack...
+    cdef list metastack          # ...and the stacks below its MARKs (or None)
     # What a record decodes to:
     cdef str module
     cdef str name
@@ -206,15 +205,6 @@ cdef inline double _be_double(const unsigned char* p):
     return x
 
 
-cdef object _int_value(object v, _Context ctx):
-    if I64_MIN <= v <= I64_MAX:
-        return v
-    if v.bit_length() > MAX_BIGINT_BITS:
-        ctx.unrepresentable = True  # kept verbatim rather than spelled out (see MAX_BIGINT_BITS)
-        return {"@bi": "0"}
-    return {"@bi": int_to_decimal(v)}
-
-
 cdef object _signed_le(const unsigned char* p, Py_ssize_t n, _Context ctx):
     """A LONG1/LONG4 payload: C arithmetic up to 8 bytes (always within int64)."""
     cdef uint64_t u
@@ -227,7 +217,7 @@ cdef object _signed_le(const unsigned char* p, Py_ssize_t n, _Context ctx):
             u |= (~<uint64_t>0) << (8 * n)  # sign-extend
         v = <int64_t>u
         return PyLong_FromLongLong(v)
-    return _int_value(_from_bytes((<const char*>p)[:n], "little", signed=True), ctx)
+    return int_value(_from_bytes((<const char*>p)[:n], "little", signed=True), ctx)
 
 
 # ---------------------------------------------------------------------------
@@ -309,7 +299,7 @@ cdef dict _content(_CObj obj, _Context ctx):
             known = _recognize(callable_, args, ctx)
             if known is not None:
                 return known
-        return _generic_call(obj, "@reduce")
+        return generic_call(obj, "@reduce")
     names = _global_names(callable_)
     if obj.built and obj.kwargs is None and names is not None and type(args) is dict and "@t" in args:
         module, name = names
@@ -329,21 +319,7 @@ cdef dict _content(_CObj obj, _Context ctx):
         if obj.appends is not None:
             content["@appends"] = obj.appends
         return content
-    return _generic_call(obj, "@newobj")
-
-
-cdef dict _generic_call(_CObj obj, str marker):
-    """_decode_common.generic_call: everything the pickle gave for the object, by name."""
-    cdef dict inner = {"callable": obj.callable, "args": obj.args}
-    if obj.kwargs is not None:
-        inner["kwargs"] = obj.kwargs
-    if obj.built:
-        inner["state"] = obj.state
-    if obj.items is not None:
-        inner["items"] = obj.items
-    if obj.appends is not None:
-        inner["appends"] = obj.appends
-    return {marker: inner}
+    return generic_call(obj, "@newobj")
 
 
 cdef object _uuid_from_state(object state):
@@ -854,43 +830,7 @@ cdef dict _persistent_ref(_Context ctx, object pid, Py_ssize_t pos):
                     if "." not in name:  # "module.Name" is split at its last dot on the way back
                         return {"@ref": [_hex(raw, 8), f"{module}.{name}" if module else name]}
                 return {"@ref": pid}
-    return _persistent_ref_any(ctx, pid)
-
-
-cdef dict _persistent_ref_any(_Context ctx, object pid):
-    """Every other persistent id, as the Python twin reads it."""
-    cdef object oid = None
-    cdef object first = None
-    if type(pid) is dict and len(<dict>pid) == 1:
-        if "@t" in <dict>pid:
-            items = (<dict>pid)["@t"]
-            if type(items) is list and items:
-                first = items[0]
-        elif type((<dict>pid).get("@b")) is str:
-            oid = _a2b((<dict>pid)["@b"])  # a bare oid (__getnewargs__ classes)
-        if type(first) is dict and len(<dict>first) == 1 and type((<dict>first).get("@b")) is str:
-            oid = _a2b((<dict>first)["@b"])  # (oid, klass)
-    elif type(pid) is str and len(<str>pid) == 8 and (<str>pid).isascii():
-        oid = (<str>pid).encode("ascii")  # referencesf takes an ASCII text id as an oid
-    if oid is not None and len(oid) == 8:
-        ctx.refs.append(_from_bytes(oid, "big", signed=True))
-    if not ctx.compact:
-        return {"@ref": pid}
-    if first is not None and oid is not None and len((<dict>pid)["@t"]) == 2:
-        klass = (<dict>pid)["@t"][1]
-        if klass is None:
-            return {"@ref": oid.hex()}
-        names = _global_names(klass)
-        if names is not None:
-            module, name = names
-            if "." not in name:  # "module.Name" is split at its last dot on the way back
-                return {"@ref": [oid.hex(), f"{module}.{name}" if module else name]}
-    elif type(pid) is str:
-        if _known.is_hex(pid):
-            ctx.unrepresentable = True  # would read back as an oid
-    elif type(pid) is list and len(<list>pid) == 2 and type(pid[0]) is str and type(pid[1]) is str:
-        ctx.unrepresentable = True  # would read back as [oid, class]
-    return {"@ref": pid}
+    return persistent_ref(ctx, pid)
 
 
 # ---------------------------------------------------------------------------
@@ -903,37 +843,6 @@ cdef Py_ssize_t _line_end(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end
     if nl == NULL:
         raise _eof(end)
     return <const unsigned char*>nl - p
-
-
-cdef str _line_utf8(bytes line, Py_ssize_t start, _Context ctx):
-    try:
-        s = line.decode("utf-8")
-    except UnicodeDecodeError:
-        raise _err("invalid UTF-8 in pickle string", start) from None
-    if "\x00" in s:
-        ctx.flags |= F_NUL
-    return s
-
-
-cdef str _checked_text(str s, _Context ctx):
-    if "\x00" in s:
-        ctx.flags |= F_NUL
-    if not s.isascii():
-        try:
-            s.encode("utf-8")
-        except UnicodeEncodeError:
-            ctx.flags |= F_SURROGATE
-    return s
-
-
-cdef object _memo_index(bytes line, Py_ssize_t start, str what):
-    try:
-        idx = int(line.decode("ascii"))
-    except (ValueError, UnicodeDecodeError):
-        raise _err(f"invalid pickle data: {what} index: {line[:40]!r}", start) from None
-    if idx < 0:
-        raise _err(f"invalid pickle data: {what} index: negative", start)
-    return idx
 
 
 cdef object _MISSING = object()  # immutable sentinel: no memo entry at this index
@@ -1009,17 +918,6 @@ cdef inline object _fetched(_Context ctx, object v):
     return v
 
 
-cdef object _parse_int(bytes line, Py_ssize_t start, str what):
-    """Text digits as CPython's INT/LONG read them; long texts without int()'s digit limit."""
-    try:
-        text = line.decode("ascii")
-        if len(text) > 4000:
-            return decimal_to_int(text.strip(), what)
-        return int(text, 0)
-    except (ValueError, UnicodeDecodeError):  # CodecError is a ValueError too
-        raise _err(f"invalid pickle data: {what} parse: {line[:40]!r}", start) from None
-
-
 cdef object _instantiate(_Context ctx, object klass, list args):
     """INST/OBJ: CPython calls the class when there are arguments, else only __new__."""
     if args:
@@ -1048,473 +946,591 @@ cdef inline object _top(list stack):
     return <object>PyList_GET_ITEM(stack, PyList_GET_SIZE(stack) - 1)
 
 
+cdef inline list _pop_mark(_Context ctx, Py_ssize_t start, str opname):
+    """The items pushed since the last MARK; the stack below it is current again."""
+    cdef list items
+    if not ctx.metastack:
+        raise _err(f"pickle stack underflow (no MARK for {opname})", start)
+    items = ctx.stack
+    ctx.stack = ctx.metastack.pop()
+    return items
+
+
+cdef inline void _set_top(list stack, object value):
+    stack[PyList_GET_SIZE(stack) - 1] = value
+
+
+cdef str _line_text(bytes data, const unsigned char* p, Py_ssize_t a, Py_ssize_t b, Py_ssize_t start,
+                    _Context ctx):
+    """line_utf8(data[a:b]): in C when the line is plain valid UTF-8."""
+    if memchr(p + a, 0, b - a) == NULL:
+        try:
+            return PyUnicode_DecodeUTF8(<const char*>(p + a), b - a, NULL)
+        except UnicodeDecodeError:
+            pass
+    return line_utf8(data[a:b], start, ctx)
+
+
+cdef inline uint64_t _le_at(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end, int width) except? 0:
+    """The unsigned little-endian number of width bytes at pos, which must all be there."""
+    if pos + width > end:
+        raise _eof(pos)
+    return _le(p + pos, width)
+
+
+cdef inline Py_ssize_t _byte_at(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end) except -1:
+    """The byte at pos, which must be there."""
+    if pos >= end:
+        raise _eof(pos)
+    return p[pos]
+
+
+cdef inline Py_ssize_t _length1(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end) except -1:
+    """The 1-byte length at pos (LONG1, SHORT_BINSTRING), whose bytes must all follow."""
+    if pos >= end:
+        raise _eof(pos)
+    if p[pos] > end - pos - 1:
+        raise _eof(pos + 1)
+    return p[pos]
+
+
+cdef inline Py_ssize_t _length4(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end, str opname) except -1:
+    """The signed 4-byte length at pos (LONG4, BINSTRING), whose bytes must all follow."""
+    if pos + 4 > end:
+        raise _eof(pos)
+    cdef Py_ssize_t n = <int32_t>_le(p + pos, 4)
+    if n < 0:
+        raise _err(f"invalid pickle data: negative length in {opname}", pos - 1)
+    if n > end - pos - 4:
+        raise _eof(pos + 4)
+    return n
+
+
+cdef inline Py_ssize_t _op_binput(_Context ctx, const unsigned char* p,
+        Py_ssize_t pos, Py_ssize_t end) except -1:
+    cdef Py_ssize_t idx = _byte_at(p, pos, end)
+    if not ctx.stack:
+        raise _err("pickle stack underflow", pos - 1)
+    _memo_put(ctx, idx, _top(ctx.stack))
+    return pos + 1
+
+
+cdef inline Py_ssize_t _op_binunicode(_Context ctx, const unsigned char* p,
+        Py_ssize_t pos, Py_ssize_t end, unsigned char op) except -1:
+    cdef Py_ssize_t start = pos - 1
+    cdef Py_ssize_t n
+    if op == BINUNICODE:
+        if pos + 4 > end:
+            raise _eof(pos)
+        n = <Py_ssize_t>_le(p + pos, 4)
+        pos += 4
+    else:
+        if pos >= end:
+            raise _eof(pos)
+        n = p[pos]
+        pos += 1
+    if n > end - pos:
+        raise _eof(pos)
+    PyList_Append(ctx.stack, _utf8(p + pos, n, start, ctx))
+    pos += n
+    return pos
+
+
+cdef inline Py_ssize_t _op_binget(_Context ctx, const unsigned char* p,
+        Py_ssize_t pos, Py_ssize_t end) except -1:
+    PyList_Append(ctx.stack, _memo_get(ctx, _byte_at(p, pos, end), pos - 1))
+    return pos + 1
+
+
+cdef inline int _op_memoize(_Context ctx, Py_ssize_t start) except -1:
+    if not ctx.stack:
+        raise _err("pickle stack underflow", start)
+    _memo_put(ctx, ctx.memo_count, _top(ctx.stack))
+    return 0
+
+
+cdef inline Py_ssize_t _op_binint1(_Context ctx, const unsigned char* p,
+        Py_ssize_t pos, Py_ssize_t end) except -1:
+    PyList_Append(ctx.stack, _byte_at(p, pos, end))
+    return pos + 1
+
+
+cdef inline int _op_setitems(_Context ctx, Py_ssize_t start) except -1:
+    cdef list items
+    items = _pop_mark(ctx, start, "SETITEMS")
+    if not ctx.stack:
+        raise _err("pickle stack underflow", start)
+    _set_items(ctx, _top(ctx.stack), items, start, "SETITEMS")
+    return 0
+
+
+cdef inline int _op_mark(_Context ctx, Py_ssize_t start) except -1:
+    ctx.containers += 1
+    if ctx.metastack is None:
+        ctx.metastack = []
+    ctx.metastack.append(ctx.stack)
+    ctx.stack = []
+    return 0
+
+
+cdef inline int _op_setitem(_Context ctx, Py_ssize_t start) except -1:
+    if len(ctx.stack) < 3:
+        raise _err("pickle stack underflow", start)
+    v = ctx.stack.pop()
+    k = ctx.stack.pop()
+    _set_item(ctx, _top(ctx.stack), k, v, start)
+    return 0
+
+
+cdef inline int _op_appends(_Context ctx, Py_ssize_t start) except -1:
+    cdef list items
+    items = _pop_mark(ctx, start, "APPENDS")
+    if not ctx.stack:
+        raise _err("pickle stack underflow", start)
+    _append(ctx, _top(ctx.stack), items, start, "APPENDS")
+    return 0
+
+
+cdef inline Py_ssize_t _op_binfloat(_Context ctx, const unsigned char* p,
+        Py_ssize_t pos, Py_ssize_t end) except -1:
+    cdef double x
+    if pos + 8 > end:
+        raise _eof(pos)
+    x = _be_double(p + pos)
+    pos += 8
+    ctx.flags |= _float_flags(x)
+    PyList_Append(ctx.stack, x)
+    return pos
+
+
+cdef inline Py_ssize_t _op_binint(_Context ctx, const unsigned char* p,
+        Py_ssize_t pos, Py_ssize_t end) except -1:
+    if pos + 4 > end:
+        raise _eof(pos)
+    PyList_Append(ctx.stack, <int32_t>_le(p + pos, 4))
+    pos += 4
+    return pos
+
+
+cdef inline Py_ssize_t _op_binint2(_Context ctx, const unsigned char* p,
+        Py_ssize_t pos, Py_ssize_t end) except -1:
+    if pos + 2 > end:
+        raise _eof(pos)
+    PyList_Append(ctx.stack, <long>(p[pos] | (p[pos + 1] << 8)))
+    pos += 2
+    return pos
+
+
+cdef inline Py_ssize_t _op_short_binbytes(_Context ctx, const unsigned char* p,
+        Py_ssize_t pos, Py_ssize_t end, unsigned char op) except -1:
+    cdef Py_ssize_t n
+    if op == SHORT_BINBYTES:
+        if pos >= end:
+            raise _eof(pos)
+        n = p[pos]
+        pos += 1
+    else:
+        if pos + 4 > end:
+            raise _eof(pos)
+        n = <Py_ssize_t>_le(p + pos, 4)
+        pos += 4
+    if n > end - pos:
+        raise _eof(pos)
+    PyList_Append(ctx.stack, _bytes_marker(p + pos, n))
+    pos += n
+    return pos
+
+
+cdef inline Py_ssize_t _op_global(_Context ctx, bytes data, const unsigned char* p,
+        Py_ssize_t pos, Py_ssize_t end) except -1:
+    cdef Py_ssize_t start = pos - 1
+    cdef Py_ssize_t nl
+    cdef Py_ssize_t nl2
+    ctx.containers += 1
+    nl = _line_end(p, pos, end)
+    nl2 = _line_end(p, nl + 1, end)
+    module = _line_text(data, p, pos, nl, start, ctx)
+    name = _line_text(data, p, nl + 1, nl2, start, ctx)
+    pos = nl2 + 1
+    PyList_Append(ctx.stack, {"@cls": [module, name]})
+    return pos
+
+
+cdef inline int _op_reduce(_Context ctx, Py_ssize_t start, unsigned char op) except -1:
+    ctx.containers += 1
+    if len(ctx.stack) < 2:
+        raise _err("pickle stack underflow", start)
+    args = ctx.stack.pop()
+    _set_top(ctx.stack, _new_obj(ctx, K_REDUCE if op == REDUCE else K_NEWOBJ, _top(ctx.stack), args))
+    return 0
+
+
+cdef inline int _op_build(_Context ctx, Py_ssize_t start) except -1:
+    ctx.containers += 1
+    if len(ctx.stack) < 2:
+        raise _err("pickle stack underflow", start)
+    state = ctx.stack.pop()
+    _set_top(ctx.stack, _build(ctx, _top(ctx.stack), state))
+    return 0
+
+
+cdef inline int _op_binpersid(_Context ctx, Py_ssize_t start) except -1:
+    ctx.containers += 1
+    if not ctx.stack:
+        raise _err("pickle stack underflow", start)
+    _set_top(ctx.stack, _persistent_ref(ctx, _top(ctx.stack), start))
+    return 0
+
+
+cdef inline Py_ssize_t _op_proto(_Context ctx, const unsigned char* p,
+        Py_ssize_t pos, Py_ssize_t end) except -1:
+    if _byte_at(p, pos, end) > 5:
+        raise _err(f"unsupported pickle protocol: {p[pos]}", pos - 1)
+    return pos + 1
+
+
+cdef inline Py_ssize_t _op_frame(_Context ctx, Py_ssize_t pos, Py_ssize_t end) except -1:
+    if pos + 8 > end:
+        raise _eof(pos)
+    pos += 8
+    return pos
+
+
+cdef inline Py_ssize_t _op_long_binput(_Context ctx, const unsigned char* p,
+        Py_ssize_t pos, Py_ssize_t end) except -1:
+    cdef Py_ssize_t start = pos - 1
+    if pos + 4 > end:
+        raise _eof(pos)
+    if not ctx.stack:
+        raise _err("pickle stack underflow", start)
+    _memo_put(ctx, <Py_ssize_t>_le(p + pos, 4), _top(ctx.stack))
+    pos += 4
+    return pos
+
+
+cdef inline Py_ssize_t _op_long_binget(_Context ctx, const unsigned char* p,
+        Py_ssize_t pos, Py_ssize_t end) except -1:
+    cdef Py_ssize_t start = pos - 1
+    cdef Py_ssize_t n
+    if pos + 4 > end:
+        raise _eof(pos)
+    n = <Py_ssize_t>_le(p + pos, 4)
+    pos += 4
+    PyList_Append(ctx.stack, _memo_get(ctx, n, start))
+    return pos
+
+
+cdef inline Py_ssize_t _op_long1(_Context ctx, const unsigned char* p, Py_ssize_t pos,
+        Py_ssize_t end) except -1:
+    cdef Py_ssize_t n = _length1(p, pos, end)
+    pos += 1
+    PyList_Append(ctx.stack, _signed_le(p + pos, n, ctx))
+    return pos + n
+
+
+cdef inline Py_ssize_t _op_long4(_Context ctx, const unsigned char* p, Py_ssize_t pos,
+        Py_ssize_t end) except -1:
+    cdef Py_ssize_t n = _length4(p, pos, end, "LONG4")
+    pos += 4
+    PyList_Append(ctx.stack, _signed_le(p + pos, n, ctx))
+    return pos + n
+
+
+cdef inline Py_ssize_t _op_stack_global(_Context ctx, Py_ssize_t pos) except -1:
+    cdef Py_ssize_t start = pos - 1
+    ctx.containers += 1
+    if len(ctx.stack) < 2:
+        raise _err("pickle stack underflow", start)
+    name = ctx.stack.pop()
+    module = _top(ctx.stack)
+    if type(module) is not str:
+        raise _err("invalid pickle data: STACK_GLOBAL: module is not a string", start)
+    if type(name) is not str:
+        raise _err("invalid pickle data: STACK_GLOBAL: name is not a string", start)
+    _set_top(ctx.stack, {"@cls": [module, name]})
+    return pos
+
+
+cdef inline int _op_pop(_Context ctx, Py_ssize_t start) except -1:
+    if ctx.stack:
+        ctx.stack.pop()
+    elif ctx.metastack:
+        ctx.stack = ctx.metastack.pop()
+    else:
+        raise _err("pickle stack underflow", start)
+    return 0
+
+
+cdef inline int _op_pop_mark(_Context ctx, Py_ssize_t start) except -1:
+    _pop_mark(ctx, start, "POP_MARK")
+    return 0
+
+
+cdef inline int _op_dup(_Context ctx, Py_ssize_t start) except -1:
+    if not ctx.stack:
+        raise _err("pickle stack underflow", start)
+    v = _top(ctx.stack)
+    _note_shared(ctx, v)
+    PyList_Append(ctx.stack, v)
+    return 0
+
+
+cdef inline int _op_append(_Context ctx, Py_ssize_t start) except -1:
+    if len(ctx.stack) < 2:
+        raise _err("pickle stack underflow", start)
+    v = ctx.stack.pop()
+    _append(ctx, _top(ctx.stack), [v], start, "APPEND")
+    return 0
+
+
+cdef inline int _op_dict(_Context ctx, Py_ssize_t start) except -1:
+    cdef list items
+    ctx.containers += 1
+    items = _pop_mark(ctx, start, "DICT")
+    d = {}
+    if items:
+        _set_items(ctx, d, items, start, "DICT")
+    PyList_Append(ctx.stack, d)
+    return 0
+
+
+cdef inline Py_ssize_t _op_additems(_Context ctx, Py_ssize_t pos) except -1:
+    cdef Py_ssize_t start = pos - 1
+    cdef list items
+    items = _pop_mark(ctx, start, "ADDITEMS")
+    if not ctx.stack:
+        raise _err("pickle stack underflow", start)
+    target = _top(ctx.stack)
+    if not _is_one_key(target, "@set"):
+        raise _err("invalid pickle data: ADDITEMS on non-set", start)
+    if ctx.shared:
+        _note_mutation(ctx, target)
+    (<dict>target)["@set"].extend(items)
+    return pos
+
+
+cdef inline int _op_newobj_ex(_Context ctx, Py_ssize_t start) except -1:
+    ctx.containers += 1
+    if len(ctx.stack) < 3:
+        raise _err("pickle stack underflow", start)
+    kwargs = ctx.stack.pop()
+    args = ctx.stack.pop()
+    if type(kwargs) is dict and not kwargs:
+        kwargs = None  # NEWOBJ_EX without keywords is NEWOBJ
+    _set_top(ctx.stack, _new_obj(ctx, K_NEWOBJ, _top(ctx.stack), args, kwargs))
+    return 0
+
+
+cdef inline Py_ssize_t _op_binunicode8(_Context ctx, const unsigned char* p,
+        Py_ssize_t pos, Py_ssize_t end, unsigned char op) except -1:
+    cdef Py_ssize_t start = pos - 1
+    cdef Py_ssize_t n
+    cdef uint64_t un
+    un = _le_at(p, pos, end, 8)
+    pos += 8
+    if un > <uint64_t>(end - pos):
+        raise _eof(pos)
+    n = <Py_ssize_t>un
+    if op == BINUNICODE8:
+        PyList_Append(ctx.stack, _utf8(p + pos, n, start, ctx))
+    elif op == BINBYTES8:
+        PyList_Append(ctx.stack, _bytes_marker(p + pos, n))
+    else:  # what protocol 4 writes for a bytearray
+        ctx.containers += 1
+        PyList_Append(ctx.stack, _new_obj(ctx, K_REDUCE, {"@cls": ["builtins", "bytearray"]},
+                                      {"@t": [_bytes_marker(p + pos, n)]}))
+    pos += n
+    return pos
+
+
+cdef inline Py_ssize_t _op_binstring(_Context ctx, const unsigned char* p, Py_ssize_t pos,
+        Py_ssize_t end) except -1:
+    cdef Py_ssize_t n = _length4(p, pos, end, "BINSTRING")
+    pos += 4
+    PyList_Append(ctx.stack, _bytes_marker(p + pos, n))
+    return pos + n
+
+
+cdef inline Py_ssize_t _op_short_binstring(_Context ctx, const unsigned char* p, Py_ssize_t pos,
+        Py_ssize_t end) except -1:
+    cdef Py_ssize_t n = _length1(p, pos, end)
+    pos += 1
+    PyList_Append(ctx.stack, _bytes_marker(p + pos, n))
+    return pos + n
+
+
+cdef Py_ssize_t _op_text(_Context ctx, bytes data, Py_ssize_t pos, unsigned char op) except -1:
+    """The protocol 0 text-line opcodes, rare: read once for both twins by _decode_common."""
+    cdef Py_ssize_t start = pos - 1
+    if op == PUT or op == GET:
+        line, pos = text_line(data, pos)
+        if op == GET:
+            PyList_Append(ctx.stack, _memo_get_any(ctx, memo_index(line, start, "GET"), start))
+            return pos
+        if not ctx.stack:
+            raise _err("pickle stack underflow", start)
+        _memo_put_any(ctx, memo_index(line, start, "PUT"), _top(ctx.stack))
+        return pos
+    if op == INST:
+        ctx.containers += 1
+        klass, pos = global_lines(ctx, data, pos)
+        items = _pop_mark(ctx, start, "INST")
+        PyList_Append(ctx.stack, _instantiate(ctx, klass, items))
+        return pos
+    if op == PERSID:
+        ctx.containers += 1
+        pid, pos = persid_line(ctx, data, pos)
+        PyList_Append(ctx.stack, persistent_ref(ctx, pid))
+        return pos
+    value, pos = _TEXT_READERS[op](ctx, data, pos)
+    PyList_Append(ctx.stack, value)
+    return pos
+
+
+cdef dict _TEXT_READERS = {INT: int_line, LONG: long_line, FLOAT: float_line, UNICODE: unicode_line,
+                           STRING: string_line}
+
+
+cdef inline int _op_obj(_Context ctx, Py_ssize_t start) except -1:
+    cdef list items
+    ctx.containers += 1
+    items = _pop_mark(ctx, start, "OBJ")
+    if not items:
+        raise _err("pickle stack underflow", start)
+    PyList_Append(ctx.stack, _instantiate(ctx, items[0], items[1:]))
+    return 0
+
+
+cdef inline Py_ssize_t _op_ext(_Context ctx, const unsigned char* p,
+        Py_ssize_t pos, Py_ssize_t end, unsigned char op) except -1:
+    # extension registry
+    cdef Py_ssize_t start = pos - 1
+    cdef uint64_t un
+    cdef int width
+    width = 1 if op == EXT1 else 2 if op == EXT2 else 4
+    un = _le_at(p, pos, end, width)
+    pos += width
+    if un == 0:
+        raise _err("invalid pickle data: EXT code must be positive", start)
+    ctx.unrepresentable = True
+    PyList_Append(ctx.stack, {"@ext": un})
+    return pos
+
+
+cdef inline Py_ssize_t _op_next_buffer(_Context ctx, Py_ssize_t pos) except -1:
+    # out-of-band data JSON cannot hold
+    ctx.unrepresentable = True
+    PyList_Append(ctx.stack, {"@buffer": None})
+    return pos
+
+
+cdef inline int _op_readonly_buffer(_Context ctx, Py_ssize_t start) except -1:
+    if not ctx.stack:
+        raise _err("pickle stack underflow", start)
+    return 0
+
+
+cdef int _op_collect(_Context ctx, Py_ssize_t start, unsigned char op) except -1:
+    """TUPLE, LIST, FROZENSET: the items since the last MARK, as one value."""
+    ctx.containers += 1
+    items = _pop_mark(ctx, start, "TUPLE" if op == TUPLE else "LIST" if op == LIST else "FROZENSET")
+    PyList_Append(ctx.stack, {"@t": items} if op == TUPLE else items if op == LIST else {"@fset": items})
+    return 0
+
+
+cdef int _op_tuple_n(_Context ctx, Py_ssize_t start, Py_ssize_t n) except -1:
+    """TUPLE1, TUPLE2, TUPLE3: the top n values as one tuple."""
+    cdef list stack = ctx.stack
+    cdef Py_ssize_t size = PyList_GET_SIZE(stack)
+    ctx.containers += 1
+    if size < n:
+        raise _err("pickle stack underflow", start)
+    items = stack[size - n:]
+    del stack[size - n:]
+    PyList_Append(stack, {"@t": items})
+    return 0
+
+
+cdef inline int _push_container(_Context ctx, object value) except -1:
+    ctx.containers += 1
+    return PyList_Append(ctx.stack, value)
+
+
 cdef object _load(bytes data, Py_ssize_t pos, _Context ctx):
     """Run the pickle machine from pos to the first STOP: its value (ctx.stop: the offset after it)."""
     cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(data)
-    cdef Py_ssize_t end = PyBytes_GET_SIZE(data)
-    cdef Py_ssize_t start, n, nl, nl2
+    cdef Py_ssize_t end = PyBytes_GET_SIZE(data), start = pos
     cdef unsigned char op
-    cdef int64_t sv
-    cdef uint64_t un
-    cdef double x
-    cdef int width
-    cdef list stack = []
-    cdef list metastack = None  # made at the first MARK
-    cdef list items
-    cdef PyObject* found
-    start = pos
+    ctx.stack = []
+    ctx.metastack = None  # made at the first MARK
     try:
         while True:
             if pos >= end:
                 raise _eof(pos)
-            op = p[pos]
             start = pos
+            op = p[pos]
             pos += 1
-            if op == BINPUT:
-                if pos >= end:
-                    raise _eof(pos)
-                if not stack:
-                    raise _err("pickle stack underflow", start)
-                _memo_put(ctx, p[pos], _top(stack))
-                pos += 1
-            elif op == BINUNICODE or op == SHORT_BINUNICODE:
-                if op == BINUNICODE:
-                    if pos + 4 > end:
-                        raise _eof(pos)
-                    n = <Py_ssize_t>_le(p + pos, 4)
-                    pos += 4
-                else:
-                    if pos >= end:
-                        raise _eof(pos)
-                    n = p[pos]
-                    pos += 1
-                if n > end - pos:
-                    raise _eof(pos)
-                PyList_Append(stack, _utf8(p + pos, n, start, ctx))
-                pos += n
-            elif op == BINGET:
-                if pos >= end:
-                    raise _eof(pos)
-                PyList_Append(stack, _memo_get(ctx, p[pos], start))
-                pos += 1
-            elif op == MEMOIZE:
-                if not stack:
-                    raise _err("pickle stack underflow", start)
-                _memo_put(ctx, ctx.memo_count, _top(stack))
-            elif op == BININT1:
-                if pos >= end:
-                    raise _eof(pos)
-                PyList_Append(stack, p[pos])
-                pos += 1
-            elif op == SETITEMS:
-                if not metastack:
-                    raise _err("pickle stack underflow (no MARK for SETITEMS)", start)
-                items = stack
-                stack = metastack.pop()
-                if not stack:
-                    raise _err("pickle stack underflow", start)
-                _set_items(ctx, _top(stack), items, start, "SETITEMS")
-            elif op == MARK:
-                ctx.containers += 1
-                if metastack is None:
-                    metastack = []
-                metastack.append(stack)
-                stack = []
-            elif op == EMPTY_DICT:
-                ctx.containers += 1
-                PyList_Append(stack, {})
-            elif op == SETITEM:
-                if len(stack) < 3:
-                    raise _err("pickle stack underflow", start)
-                v = stack.pop()
-                k = stack.pop()
-                _set_item(ctx, _top(stack), k, v, start)
-            elif op == TUPLE2:
-                ctx.containers += 1
-                if len(stack) < 2:
-                    raise _err("pickle stack underflow", start)
-                b = stack.pop()
-                stack[len(stack) - 1] = {"@t": [_top(stack), b]}
-            elif op == NONE:
-                PyList_Append(stack, None)
-            elif op == APPENDS:
-                if not metastack:
-                    raise _err("pickle stack underflow (no MARK for APPENDS)", start)
-                items = stack
-                stack = metastack.pop()
-                if not stack:
-                    raise _err("pickle stack underflow", start)
-                _append(ctx, _top(stack), items, start, "APPENDS")
-            elif op == EMPTY_LIST:
-                ctx.containers += 1
-                PyList_Append(stack, [])
-            elif op == BINFLOAT:
-                if pos + 8 > end:
-                    raise _eof(pos)
-                x = _be_double(p + pos)
-                pos += 8
-                ctx.flags |= _float_flags(x)
-                PyList_Append(stack, x)
-            elif op == BININT:
-                if pos + 4 > end:
-                    raise _eof(pos)
-                PyList_Append(stack, <int32_t>_le(p + pos, 4))
-                pos += 4
-            elif op == BININT2:
-                if pos + 2 > end:
-                    raise _eof(pos)
-                PyList_Append(stack, <long>(p[pos] | (p[pos + 1] << 8)))
-                pos += 2
-            elif op == SHORT_BINBYTES or op == BINBYTES:
-                if op == SHORT_BINBYTES:
-                    if pos >= end:
-                        raise _eof(pos)
-                    n = p[pos]
-                    pos += 1
-                else:
-                    if pos + 4 > end:
-                        raise _eof(pos)
-                    n = <Py_ssize_t>_le(p + pos, 4)
-                    pos += 4
-                if n > end - pos:
-                    raise _eof(pos)
-                PyList_Append(stack, _bytes_marker(p + pos, n))
-                pos += n
-            elif op == GLOBAL:
-                ctx.containers += 1
-                nl = _line_end(p, pos, end)
-                nl2 = _line_end(p, nl + 1, end)
-                module = _line_utf8(data[pos:nl], start, ctx)
-                name = _line_utf8(data[nl + 1:nl2], start, ctx)
-                pos = nl2 + 1
-                PyList_Append(stack, {"@cls": [module, name]})
-            elif op == REDUCE or op == NEWOBJ:
-                ctx.containers += 1
-                if len(stack) < 2:
-                    raise _err("pickle stack underflow", start)
-                args = stack.pop()
-                stack[len(stack) - 1] = _new_obj(ctx, K_REDUCE if op == REDUCE else K_NEWOBJ, _top(stack), args)
-            elif op == BUILD:
-                ctx.containers += 1
-                if len(stack) < 2:
-                    raise _err("pickle stack underflow", start)
-                state = stack.pop()
-                stack[len(stack) - 1] = _build(ctx, _top(stack), state)
-            elif op == TUPLE1:
-                ctx.containers += 1
-                if not stack:
-                    raise _err("pickle stack underflow", start)
-                stack[len(stack) - 1] = {"@t": [_top(stack)]}
-            elif op == BINPERSID:
-                ctx.containers += 1
-                if not stack:
-                    raise _err("pickle stack underflow", start)
-                stack[len(stack) - 1] = _persistent_ref(ctx, _top(stack), start)
-            elif op == EMPTY_TUPLE:
-                PyList_Append(stack, {"@t": []})
-            elif op == TUPLE3:
-                ctx.containers += 1
-                if len(stack) < 3:
-                    raise _err("pickle stack underflow", start)
-                c = stack.pop()
-                b = stack.pop()
-                stack[len(stack) - 1] = {"@t": [_top(stack), b, c]}
-            elif op == NEWTRUE:
-                PyList_Append(stack, True)
-            elif op == NEWFALSE:
-                PyList_Append(stack, False)
-            elif op == TUPLE:
-                ctx.containers += 1
-                if not metastack:
-                    raise _err("pickle stack underflow (no MARK for TUPLE)", start)
-                items = stack
-                stack = metastack.pop()
-                PyList_Append(stack, {"@t": items})
-            elif op == PROTO:
-                if pos >= end:
-                    raise _eof(pos)
-                if p[pos] > 5:
-                    raise _err(f"unsupported pickle protocol: {p[pos]}", start)
-                pos += 1
-            elif op == FRAME:
-                if pos + 8 > end:
-                    raise _eof(pos)
-                pos += 8
+            # A C switch over the opcode; each handler returns the offset after its argument.
+            if op == BINPUT: pos = _op_binput(ctx, p, pos, end)
+            elif op == BINUNICODE or op == SHORT_BINUNICODE: pos = _op_binunicode(ctx, p, pos, end, op)
+            elif op == BINGET: pos = _op_binget(ctx, p, pos, end)
+            elif op == MEMOIZE: _op_memoize(ctx, start)
+            elif op == BININT1: pos = _op_binint1(ctx, p, pos, end)
+            elif op == SETITEMS: _op_setitems(ctx, start)
+            elif op == MARK: _op_mark(ctx, start)
+            elif op == EMPTY_DICT: _push_container(ctx, {})
+            elif op == SETITEM: _op_setitem(ctx, start)
+            elif op == TUPLE2: _op_tuple_n(ctx, start, 2)
+            elif op == NONE: PyList_Append(ctx.stack, None)
+            elif op == APPENDS: _op_appends(ctx, start)
+            elif op == EMPTY_LIST: _push_container(ctx, [])
+            elif op == BINFLOAT: pos = _op_binfloat(ctx, p, pos, end)
+            elif op == BININT: pos = _op_binint(ctx, p, pos, end)
+            elif op == BININT2: pos = _op_binint2(ctx, p, pos, end)
+            elif op == SHORT_BINBYTES or op == BINBYTES: pos = _op_short_binbytes(ctx, p, pos, end, op)
+            elif op == GLOBAL: pos = _op_global(ctx, data, p, pos, end)
+            elif op == REDUCE or op == NEWOBJ: _op_reduce(ctx, start, op)
+            elif op == BUILD: _op_build(ctx, start)
+            elif op == TUPLE1: _op_tuple_n(ctx, start, 1)
+            elif op == BINPERSID: _op_binpersid(ctx, start)
+            elif op == EMPTY_TUPLE: PyList_Append(ctx.stack, {"@t": []})
+            elif op == TUPLE3: _op_tuple_n(ctx, start, 3)
+            elif op == NEWTRUE: PyList_Append(ctx.stack, True)
+            elif op == NEWFALSE: PyList_Append(ctx.stack, False)
+            elif op == TUPLE or op == LIST or op == FROZENSET: _op_collect(ctx, start, op)
+            elif op == PROTO: pos = _op_proto(ctx, p, pos, end)
+            elif op == FRAME: pos = _op_frame(ctx, pos, end)
             elif op == STOP:
-                if not stack:
+                if not ctx.stack:
                     raise _err("pickle stack underflow", start)
                 ctx.stop = pos
-                return _top(stack)
-            elif op == LONG_BINPUT:
-                if pos + 4 > end:
-                    raise _eof(pos)
-                if not stack:
-                    raise _err("pickle stack underflow", start)
-                _memo_put(ctx, <Py_ssize_t>_le(p + pos, 4), _top(stack))
-                pos += 4
-            elif op == LONG_BINGET:
-                if pos + 4 > end:
-                    raise _eof(pos)
-                n = <Py_ssize_t>_le(p + pos, 4)
-                pos += 4
-                PyList_Append(stack, _memo_get(ctx, n, start))
-            elif op == LONG1:
-                if pos >= end:
-                    raise _eof(pos)
-                n = p[pos]
-                pos += 1
-                if n > end - pos:
-                    raise _eof(pos)
-                PyList_Append(stack, _signed_le(p + pos, n, ctx))
-                pos += n
-            elif op == LONG4:
-                if pos + 4 > end:
-                    raise _eof(pos)
-                n = <int32_t>_le(p + pos, 4)
-                pos += 4
-                if n < 0:
-                    raise _err("invalid pickle data: negative length in LONG4", start)
-                if n > end - pos:
-                    raise _eof(pos)
-                PyList_Append(stack, _signed_le(p + pos, n, ctx))
-                pos += n
-            elif op == STACK_GLOBAL:
-                ctx.containers += 1
-                if len(stack) < 2:
-                    raise _err("pickle stack underflow", start)
-                name = stack.pop()
-                module = _top(stack)
-                if type(module) is not str:
-                    raise _err("invalid pickle data: STACK_GLOBAL: module is not a string", start)
-                if type(name) is not str:
-                    raise _err("invalid pickle data: STACK_GLOBAL: name is not a string", start)
-                stack[len(stack) - 1] = {"@cls": [module, name]}
-            elif op == POP:
-                if stack:
-                    stack.pop()
-                elif metastack:
-                    stack = metastack.pop()
-                else:
-                    raise _err("pickle stack underflow", start)
-            elif op == POP_MARK:
-                if not metastack:
-                    raise _err("pickle stack underflow (no MARK for POP_MARK)", start)
-                stack = metastack.pop()
-            elif op == DUP:
-                if not stack:
-                    raise _err("pickle stack underflow", start)
-                v = _top(stack)
-                _note_shared(ctx, v)
-                PyList_Append(stack, v)
-            elif op == APPEND:
-                if len(stack) < 2:
-                    raise _err("pickle stack underflow", start)
-                v = stack.pop()
-                _append(ctx, _top(stack), [v], start, "APPEND")
-            elif op == LIST:
-                ctx.containers += 1
-                if not metastack:
-                    raise _err("pickle stack underflow (no MARK for LIST)", start)
-                items = stack
-                stack = metastack.pop()
-                PyList_Append(stack, items)
-            elif op == DICT:
-                ctx.containers += 1
-                if not metastack:
-                    raise _err("pickle stack underflow (no MARK for DICT)", start)
-                items = stack
-                stack = metastack.pop()
-                d = {}
-                if items:
-                    _set_items(ctx, d, items, start, "DICT")
-                PyList_Append(stack, d)
-            elif op == EMPTY_SET:
-                ctx.containers += 1
-                PyList_Append(stack, {"@set": []})
-            elif op == ADDITEMS:
-                if not metastack:
-                    raise _err("pickle stack underflow (no MARK for ADDITEMS)", start)
-                items = stack
-                stack = metastack.pop()
-                if not stack:
-                    raise _err("pickle stack underflow", start)
-                target = _top(stack)
-                if not _is_one_key(target, "@set"):
-                    raise _err("invalid pickle data: ADDITEMS on non-set", start)
-                if ctx.shared:
-                    _note_mutation(ctx, target)
-                (<dict>target)["@set"].extend(items)
-            elif op == FROZENSET:
-                ctx.containers += 1
-                if not metastack:
-                    raise _err("pickle stack underflow (no MARK for FROZENSET)", start)
-                items = stack
-                stack = metastack.pop()
-                PyList_Append(stack, {"@fset": items})
-            elif op == NEWOBJ_EX:
-                ctx.containers += 1
-                if len(stack) < 3:
-                    raise _err("pickle stack underflow", start)
-                kwargs = stack.pop()
-                args = stack.pop()
-                if type(kwargs) is dict and not kwargs:
-                    kwargs = None  # NEWOBJ_EX without keywords is NEWOBJ
-                stack[len(stack) - 1] = _new_obj(ctx, K_NEWOBJ, _top(stack), args, kwargs)
+                return _top(ctx.stack)
+            elif op == LONG_BINPUT: pos = _op_long_binput(ctx, p, pos, end)
+            elif op == LONG_BINGET: pos = _op_long_binget(ctx, p, pos, end)
+            elif op == LONG1: pos = _op_long1(ctx, p, pos, end)
+            elif op == LONG4: pos = _op_long4(ctx, p, pos, end)
+            elif op == STACK_GLOBAL: pos = _op_stack_global(ctx, pos)
+            elif op == POP: _op_pop(ctx, start)
+            elif op == POP_MARK: _op_pop_mark(ctx, start)
+            elif op == DUP: _op_dup(ctx, start)
+            elif op == APPEND: _op_append(ctx, start)
+            elif op == DICT: _op_dict(ctx, start)
+            elif op == EMPTY_SET: _push_container(ctx, {"@set": []})
+            elif op == ADDITEMS: pos = _op_additems(ctx, pos)
+            elif op == NEWOBJ_EX: _op_newobj_ex(ctx, start)
             elif op == BINUNICODE8 or op == BINBYTES8 or op == BYTEARRAY8:
-                if pos + 8 > end:
-                    raise _eof(pos)
-                un = _le(p + pos, 8)
-                pos += 8
-                if un > <uint64_t>(end - pos):
-                    raise _eof(pos)
-                n = <Py_ssize_t>un
-                if op == BINUNICODE8:
-                    PyList_Append(stack, _utf8(p + pos, n, start, ctx))
-                elif op == BINBYTES8:
-                    PyList_Append(stack, _bytes_marker(p + pos, n))
-                else:  # what protocol 4 writes for a bytearray
-                    ctx.containers += 1
-                    PyList_Append(stack, _new_obj(ctx, K_REDUCE, {"@cls": ["builtins", "bytearray"]},
-                                                  {"@t": [_bytes_marker(p + pos, n)]}))
-                pos += n
-            elif op == BINSTRING:
-                if pos + 4 > end:
-                    raise _eof(pos)
-                n = <int32_t>_le(p + pos, 4)
-                pos += 4
-                if n < 0:
-                    raise _err("invalid pickle data: negative length in BINSTRING", start)
-                if n > end - pos:
-                    raise _eof(pos)
-                PyList_Append(stack, _bytes_marker(p + pos, n))
-                pos += n
-            elif op == SHORT_BINSTRING:
-                if pos >= end:
-                    raise _eof(pos)
-                n = p[pos]
-                pos += 1
-                if n > end - pos:
-                    raise _eof(pos)
-                PyList_Append(stack, _bytes_marker(p + pos, n))
-                pos += n
-            elif op == PUT:
-                nl = _line_end(p, pos, end)
-                line = data[pos:nl]
-                pos = nl + 1
-                if not stack:
-                    raise _err("pickle stack underflow", start)
-                _memo_put_any(ctx, _memo_index(line, start, "PUT"), _top(stack))
-            elif op == GET:
-                nl = _line_end(p, pos, end)
-                line = data[pos:nl]
-                pos = nl + 1
-                PyList_Append(stack, _memo_get_any(ctx, _memo_index(line, start, "GET"), start))
-            elif op == INT:
-                nl = _line_end(p, pos, end)
-                line = data[pos:nl]
-                pos = nl + 1
-                if line == b"00":
-                    PyList_Append(stack, False)
-                elif line == b"01":
-                    PyList_Append(stack, True)
-                else:
-                    PyList_Append(stack, _int_value(_parse_int(line, start, "INT"), ctx))
-            elif op == LONG:
-                nl = _line_end(p, pos, end)
-                line = data[pos:nl]
-                pos = nl + 1
-                if line.endswith(b"L"):
-                    line = line[:len(line) - 1]
-                if len(line) > 10000:
-                    raise _err("invalid pickle data: LONG value too large", start)
-                PyList_Append(stack, _int_value(_parse_int(line, start, "LONG"), ctx))
-            elif op == FLOAT:
-                nl = _line_end(p, pos, end)
-                line = data[pos:nl]
-                pos = nl + 1
-                try:
-                    # Python's own parser: Cython's float() gives "nan" the sign bit on some versions.
-                    x = PyFloat_FromString(line.decode("ascii"))
-                except (ValueError, UnicodeDecodeError):
-                    raise _err(f"invalid pickle data: FLOAT parse: {line[:40]!r}", start) from None
-                ctx.flags |= _float_flags(x)
-                PyList_Append(stack, x)
-            elif op == STRING:  # Python 2 str, escapes decoded as CPython does
-                nl = _line_end(p, pos, end)
-                line = data[pos:nl]
-                pos = nl + 1
-                if len(line) >= 2 and line[0] == line[len(line) - 1] and line[0] in b"\"'":
-                    line = line[1:len(line) - 1]
-                else:
-                    raise _err("invalid pickle data: the STRING opcode argument must be quoted", start)
-                try:
-                    raw = decode_string_escapes(line)
-                except CodecError as exc:
-                    raise _err(f"invalid pickle data: STRING escape: {exc}", start) from None
-                PyList_Append(stack, {"@b": b64encode(raw)})
-            elif op == UNICODE:
-                nl = _line_end(p, pos, end)
-                line = data[pos:nl]
-                pos = nl + 1
-                try:
-                    s = line.decode("raw-unicode-escape")
-                except UnicodeDecodeError as exc:
-                    raise _err(f"invalid pickle data: UNICODE escape: {exc.reason}", start) from None
-                PyList_Append(stack, _checked_text(s, ctx))
-            elif op == PERSID:
-                ctx.containers += 1
-                nl = _line_end(p, pos, end)
-                line = data[pos:nl]
-                pos = nl + 1
-                try:
-                    pid = line.decode("ascii")
-                except UnicodeDecodeError:
-                    raise _err("invalid pickle data: persistent IDs in protocol 0 must be ASCII strings",
-                               start) from None
-                if "\x00" in pid:
-                    ctx.flags |= F_NUL
-                PyList_Append(stack, _persistent_ref(ctx, pid, start))
-            elif op == INST:
-                ctx.containers += 1
-                nl = _line_end(p, pos, end)
-                nl2 = _line_end(p, nl + 1, end)
-                module_line = data[pos:nl]
-                name_line = data[nl + 1:nl2]
-                pos = nl2 + 1
-                if not metastack:
-                    raise _err("pickle stack underflow (no MARK for INST)", start)
-                items = stack
-                stack = metastack.pop()
-                klass = {"@cls": [_line_utf8(module_line, start, ctx), _line_utf8(name_line, start, ctx)]}
-                PyList_Append(stack, _instantiate(ctx, klass, items))
-            elif op == OBJ:
-                ctx.containers += 1
-                if not metastack:
-                    raise _err("pickle stack underflow (no MARK for OBJ)", start)
-                items = stack
-                stack = metastack.pop()
-                if not items:
-                    raise _err("pickle stack underflow", start)
-                PyList_Append(stack, _instantiate(ctx, items[0], items[1:]))
-            elif op == EXT1 or op == EXT2 or op == EXT4:  # extension registry
-                width = 1 if op == EXT1 else 2 if op == EXT2 else 4
-                if pos + width > end:
-                    raise _eof(pos)
-                un = _le(p + pos, width)
-                pos += width
-                if un == 0:
-                    raise _err("invalid pickle data: EXT code must be positive", start)
-                ctx.unrepresentable = True
-                PyList_Append(stack, {"@ext": un})
-            elif op == NEXT_BUFFER:  # out-of-band data JSON cannot hold
-                ctx.unrepresentable = True
-                PyList_Append(stack, {"@buffer": None})
-            elif op == READONLY_BUFFER:
-                if not stack:
-                    raise _err("pickle stack underflow", start)
+                pos = _op_binunicode8(ctx, p, pos, end, op)
+            elif op == BINSTRING: pos = _op_binstring(ctx, p, pos, end)
+            elif op == SHORT_BINSTRING: pos = _op_short_binstring(ctx, p, pos, end)
+            elif (op == PUT or op == GET or op == INT or op == LONG or op == FLOAT or op == STRING
+                  or op == UNICODE or op == PERSID or op == INST):
+                pos = _op_text(ctx, data, pos, op)
+            elif op == OBJ: _op_obj(ctx, start)
+            elif op == EXT1 or op == EXT2 or op == EXT4: pos = _op_ext(ctx, p, pos, end, op)
+            elif op == NEXT_BUFFER: pos = _op_next_buffer(ctx, pos)
+            elif op == READONLY_BUFFER: _op_readonly_buffer(ctx, start)
             else:
                 raise _err(f"unknown pickle opcode: 0x{op:02x}", start)
-
     except IndexError:  # as in the Python twin: a shape the checks above did not foresee
         raise _err("pickle stack underflow", start) from None
 

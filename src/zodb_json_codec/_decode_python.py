@@ -4,8 +4,12 @@ One walk over the opcodes, as CPython's ``pickle._Unpickler`` does, building
 the JSON-ready values directly: tuples become ``{"@t": [...]}``, bytes
 ``{"@b": ...}``, REDUCE/NEWOBJ results dicts that BUILD, SETITEMS and APPENDS
 rewrite in place (so memo references follow the object, as in CPython).
-Nothing is imported or called.  Rare constructs (known types, BTree states,
-class metadata) live in ``_known`` and ``_common``.
+Nothing is imported or called.  One small handler per opcode, found in a
+table keyed by the opcode byte (the two commonest run inline in ``_load``).
+Rare constructs (known types, BTree states, class metadata) live in
+``_known`` and ``_common``; protocol 0 text opcodes, error wording and
+persistent ids other than ZODB's in ``_decode_common``, shared with the
+Cython twin.
 """
 
 from __future__ import annotations
@@ -15,15 +19,16 @@ import struct
 from typing import Any, List, Optional, Tuple
 
 from . import _known
-from ._common import (
-    I64_MAX, I64_MIN, MAX_BIGINT_BITS, CodecError, b64encode, btree_kind, bytes_argument,
-    decimal_to_int, float_marker, int_to_decimal, marker_kind,
-)
+from ._common import CodecError, b64encode, btree_kind, bytes_argument, marker_kind
 from ._decode_common import (
     DEEP_CONTAINERS, F_ESCAPED_KEY, F_EXP_FLOAT, F_FLOAT, F_NUL, F_SHALLOW, F_SURROGATE, NEWOBJ, REDUCE,
-    SHALLOW_CONTAINERS, Obj, Unrepresentable, check_class_names_at_offset_0, decode_string_escapes, finish,
-    in_state, is_global, object_record_state, render_obj,
+    SHALLOW_CONTAINERS, Obj, Unrepresentable, check_class_names_at_offset_0, finish, float_flags, float_line,
+    global_lines, in_state, int_line, int_value, long_line, memo_index, object_record_state, persid_line,
+    render_obj, string_line, text_line, unicode_line,
 )
+from ._decode_common import decode_error as _err
+from ._decode_common import eof_error as _eof
+from ._decode_common import persistent_ref as _persistent_ref
 from ._jsontext_python import pg_json_text, pretty_json_text, sanitize_for_pg
 
 _from_bytes = int.from_bytes
@@ -34,10 +39,9 @@ class _Context:
     """Per-call decoding state (no module-level mutable state: thread safe)."""
 
     __slots__ = ("compact", "memo", "objs", "dforms", "shared", "cyclic", "flags", "refs",
-                 "unrepresentable", "uncallable", "data", "containers")
+                 "unrepresentable", "uncallable", "containers", "stack", "metastack")
 
-    def __init__(self, data: bytes, compact: bool) -> None:
-        self.data = data
+    def __init__(self, compact: bool) -> None:
         self.compact = compact
         self.memo: dict = {}
         self.objs: dict = {}        # id(value) -> Obj, for REDUCE/NEWOBJ results
@@ -49,14 +53,8 @@ class _Context:
         self.unrepresentable = False
         self.uncallable = False     # REDUCE/NEWOBJ of a value no unpickler could call
         self.containers = 0         # container opcodes run (see _decode_common.DEEP_CONTAINERS)
-
-
-def _err(msg: str, pos: int) -> CodecError:
-    return CodecError(f"{msg} at offset {pos}")
-
-
-def _eof(pos: int) -> CodecError:
-    return CodecError(f"unexpected end of pickle stream at offset {pos}")
+        self.stack: list = []       # the pickle machine's stack...
+        self.metastack: list = []   # ...and the stacks below its MARKs
 
 
 def _decode_utf8(raw: bytes, pos: int, ctx: _Context) -> str:
@@ -71,24 +69,6 @@ def _decode_utf8(raw: bytes, pos: int, ctx: _Context) -> str:
     if "\x00" in s:
         ctx.flags |= F_NUL
     return s
-
-
-def _float_flags(x: float) -> int:
-    if x == 0.0 or x - x != 0.0:
-        return F_FLOAT if float_marker(x) else 0
-    ax = -x if x < 0 else x
-    if ax >= 1e16 or ax < 1e-4:
-        return F_EXP_FLOAT
-    return 0
-
-
-def _int_value(v: int, ctx: "_Context") -> Any:
-    if I64_MIN <= v <= I64_MAX:
-        return v
-    if v.bit_length() > MAX_BIGINT_BITS:
-        ctx.unrepresentable = True  # kept verbatim rather than spelled out (see MAX_BIGINT_BITS)
-        return {"@bi": "0"}
-    return {"@bi": int_to_decimal(v)}
 
 
 def _may_be_callable(ctx: _Context, value: Any) -> bool:
@@ -177,13 +157,6 @@ def _to_dform(ctx: _Context, target: dict, items: list, start: int) -> None:
     ctx.dforms[id(target)] = target
 
 
-def _new_dict(ctx: _Context, items: list, pos: int) -> dict:
-    d: dict = {}
-    if items:
-        _set_items(ctx, d, items, pos, "DICT")
-    return d
-
-
 def _append(ctx: _Context, target: Any, items: list, pos: int, opname: str) -> None:
     if type(target) is list:
         if ctx.shared:
@@ -202,587 +175,553 @@ def _append(ctx: _Context, target: Any, items: list, pos: int, opname: str) -> N
 
 
 # ---------------------------------------------------------------------------
-# Persistent references
+# The opcode walk: one small handler per opcode, as in CPython's pickle.py
 # ---------------------------------------------------------------------------
-
-def _persistent_ref(ctx: _Context, pid: Any, pos: int) -> dict:
-    """The @ref marker of a persistent id; its oid goes into refs as ZODB's referencesf finds it."""
-    oid = None
-    first = None
-    if type(pid) is dict and len(pid) == 1:
-        if "@t" in pid:
-            items = pid["@t"]
-            if type(items) is list and items:
-                first = items[0]
-        elif type(pid.get("@b")) is str:
-            oid = binascii.a2b_base64(pid["@b"])  # a bare oid (__getnewargs__ classes)
-        if type(first) is dict and len(first) == 1 and type(first.get("@b")) is str:
-            oid = binascii.a2b_base64(first["@b"])  # (oid, klass)
-    elif type(pid) is str and len(pid) == 8 and pid.isascii():
-        oid = pid.encode("ascii")  # referencesf takes an ASCII text id as an oid
-    if oid is not None and len(oid) == 8:
-        ctx.refs.append(_from_bytes(oid, "big", signed=True))
-    if not ctx.compact:
-        return {"@ref": pid}
-    if first is not None and oid is not None and len(pid["@t"]) == 2:
-        klass = pid["@t"][1]
-        if klass is None:
-            return {"@ref": oid.hex()}
-        if is_global(klass):
-            module, name = klass["@cls"]
-            if "." not in name:  # "module.Name" is split at its last dot on the way back
-                return {"@ref": [oid.hex(), f"{module}.{name}" if module else name]}
-    elif type(pid) is str:
-        if _known.is_hex(pid):
-            ctx.unrepresentable = True  # would read back as an oid
-    elif type(pid) is list and len(pid) == 2 and type(pid[0]) is str and type(pid[1]) is str:
-        ctx.unrepresentable = True  # would read back as [oid, class]
-    return {"@ref": pid}
-
-
-# ---------------------------------------------------------------------------
-# The opcode walk
-# ---------------------------------------------------------------------------
+#
+# A handler gets the context, the pickle and the offset after its opcode byte;
+# it works on ctx.stack and returns the offset after its argument.  The
+# opcode's own offset (for error messages) is pos - 1.
 
 def _load(data: bytes, pos: int, ctx: _Context) -> Tuple[Any, int]:
     """Run the pickle machine from pos to the first STOP; (value, offset after STOP)."""
+    ctx.stack = []
+    ctx.metastack = []
     end = len(data)
-    stack: list = []
-    metastack: list = []
     memo = ctx.memo
-    push = stack.append
-    pop = stack.pop
-    b2a = _b2a
-    from_bytes = _from_bytes
-    unpack_double = _unpack_double
-    containers = 0  # container opcodes run: they bound the depth of what is built
-    while True:
-        if pos >= end:
-            raise _eof(pos)
-        op = data[pos]
-        start = pos
-        pos += 1
-        try:
+    dispatch = _DISPATCH
+    start = pos
+    try:
+        while True:
+            if pos >= end:
+                raise _eof(pos)
+            start = pos
+            op = data[pos]
+            pos += 1
+            # The two commonest opcodes of ZODB records (half of all) run here,
+            # saving a call each; _binput and _binunicode are their handlers.
             if op == 0x71:  # BINPUT
-                if pos >= end:
-                    raise _eof(pos)
-                if not stack:
-                    raise _err("pickle stack underflow", start)
-                memo[data[pos]] = stack[-1]
+                if pos >= end or not ctx.stack:
+                    return _binput(ctx, data, pos), None  # raises
+                memo[data[pos]] = ctx.stack[-1]
                 pos += 1
-            elif op == 0x58:  # BINUNICODE
-                if pos + 4 > end:
-                    raise _eof(pos)
-                n = from_bytes(data[pos:pos + 4], "little")
-                pos += 4
-                if pos + n > end:
-                    raise _eof(pos)
-                raw = data[pos:pos + n]
-                pos += n
-                try:
-                    s = raw.decode("utf-8")
-                    if "\x00" in s:
-                        ctx.flags |= F_NUL
-                except UnicodeDecodeError:
-                    s = _decode_utf8(raw, start, ctx)
-                push(s)
-            elif op == 0x8C:  # SHORT_BINUNICODE
-                if pos >= end:
-                    raise _eof(pos)
-                n = data[pos]
-                pos += 1
-                if pos + n > end:
-                    raise _eof(pos)
-                raw = data[pos:pos + n]
-                pos += n
-                try:
-                    s = raw.decode("utf-8")
-                    if "\x00" in s:
-                        ctx.flags |= F_NUL
-                except UnicodeDecodeError:
-                    s = _decode_utf8(raw, start, ctx)
-                push(s)
-            elif op == 0x68:  # BINGET
-                if pos >= end:
-                    raise _eof(pos)
-                idx = data[pos]
-                pos += 1
-                try:
-                    v = memo[idx]
-                except KeyError:
-                    raise _err(f"invalid pickle data: memo index {idx} not found", start) from None
-                t = type(v)
-                if t is list or t is dict:
-                    ctx.shared[id(v)] = v
-                push(v)
-            elif op == 0x94:  # MEMOIZE
-                if not stack:
-                    raise _err("pickle stack underflow", start)
-                memo[len(memo)] = stack[-1]
-            elif op == 0x4B:  # BININT1
-                if pos >= end:
-                    raise _eof(pos)
-                push(data[pos])
-                pos += 1
-            elif op == 0x75:  # SETITEMS
-                if not metastack:
-                    raise _err("pickle stack underflow (no MARK for SETITEMS)", start)
-                items = stack
-                stack = metastack.pop()
-                push = stack.append
-                pop = stack.pop
-                if not stack:
-                    raise _err("pickle stack underflow", start)
-                _set_items(ctx, stack[-1], items, start, "SETITEMS")
-            elif op == 0x28:  # MARK
-                metastack.append(stack)
-                stack = []
-                push = stack.append
-                pop = stack.pop
-            elif op == 0x7D:  # EMPTY_DICT
-                containers += 1
-                push({})
-            elif op == 0x73:  # SETITEM
-                if len(stack) < 3:
-                    raise _err("pickle stack underflow", start)
-                v = pop()
-                k = pop()
-                _set_items(ctx, stack[-1], [k, v], start, "SETITEM")
-            elif op == 0x86:  # TUPLE2
-                containers += 1
-                if len(stack) < 2:
-                    raise _err("pickle stack underflow", start)
-                b = pop()
-                stack[-1] = {"@t": [stack[-1], b]}
-            elif op == 0x4E:  # NONE
-                push(None)
-            elif op == 0x65:  # APPENDS
-                if not metastack:
-                    raise _err("pickle stack underflow (no MARK for APPENDS)", start)
-                items = stack
-                stack = metastack.pop()
-                push = stack.append
-                pop = stack.pop
-                if not stack:
-                    raise _err("pickle stack underflow", start)
-                _append(ctx, stack[-1], items, start, "APPENDS")
-            elif op == 0x5D:  # EMPTY_LIST
-                containers += 1
-                push([])
-            elif op == 0x47:  # BINFLOAT
-                if pos + 8 > end:
-                    raise _eof(pos)
-                x = unpack_double(data, pos)[0]
-                pos += 8
-                if x == 0.0 or x - x != 0.0 or not (1e-4 <= (x if x > 0 else -x) < 1e16):
-                    ctx.flags |= _float_flags(x)
-                push(x)
-            elif op == 0x4A:  # BININT
-                if pos + 4 > end:
-                    raise _eof(pos)
-                push(from_bytes(data[pos:pos + 4], "little", signed=True))
-                pos += 4
-            elif op == 0x4D:  # BININT2
-                if pos + 2 > end:
-                    raise _eof(pos)
-                push(data[pos] | (data[pos + 1] << 8))
-                pos += 2
-            elif op == 0x43:  # SHORT_BINBYTES
-                if pos >= end:
-                    raise _eof(pos)
-                n = data[pos]
-                pos += 1
-                if pos + n > end:
-                    raise _eof(pos)
-                push({"@b": b2a(data[pos:pos + n], newline=False).decode("ascii")})
-                pos += n
-            elif op == 0x63:  # GLOBAL
-                module, pos = _text_line(data, pos, start)
-                name, pos = _text_line(data, pos, start)
-                push({"@cls": [_line_utf8(module, start, ctx), _line_utf8(name, start, ctx)]})
-            elif op == 0x52:  # REDUCE
-                containers += 1
-                if len(stack) < 2:
-                    raise _err("pickle stack underflow", start)
-                args = pop()
-                stack[-1] = _new_obj(ctx, REDUCE, stack[-1], args)
-            elif op == 0x81:  # NEWOBJ
-                containers += 1
-                if len(stack) < 2:
-                    raise _err("pickle stack underflow", start)
-                args = pop()
-                stack[-1] = _new_obj(ctx, NEWOBJ, stack[-1], args)
-            elif op == 0x62:  # BUILD
-                containers += 1
-                if len(stack) < 2:
-                    raise _err("pickle stack underflow", start)
-                state = pop()
-                stack[-1] = _build(ctx, stack[-1], state)
-            elif op == 0x85:  # TUPLE1
-                containers += 1
-                if not stack:
-                    raise _err("pickle stack underflow", start)
-                stack[-1] = {"@t": [stack[-1]]}
-            elif op == 0x51:  # BINPERSID
-                containers += 1
-                if not stack:
-                    raise _err("pickle stack underflow", start)
-                stack[-1] = _persistent_ref(ctx, stack[-1], start)
-            elif op == 0x42:  # BINBYTES
-                if pos + 4 > end:
-                    raise _eof(pos)
-                n = from_bytes(data[pos:pos + 4], "little")
-                pos += 4
-                if pos + n > end:
-                    raise _eof(pos)
-                push({"@b": b2a(data[pos:pos + n], newline=False).decode("ascii")})
-                pos += n
-            elif op == 0x29:  # EMPTY_TUPLE
-                containers += 1
-                push({"@t": []})
-            elif op == 0x87:  # TUPLE3
-                containers += 1
-                if len(stack) < 3:
-                    raise _err("pickle stack underflow", start)
-                c = pop()
-                b = pop()
-                stack[-1] = {"@t": [stack[-1], b, c]}
-            elif op == 0x88:  # NEWTRUE
-                push(True)
-            elif op == 0x89:  # NEWFALSE
-                push(False)
-            elif op == 0x74:  # TUPLE
-                containers += 1
-                if not metastack:
-                    raise _err("pickle stack underflow (no MARK for TUPLE)", start)
-                items = stack
-                stack = metastack.pop()
-                push = stack.append
-                pop = stack.pop
-                push({"@t": items})
-            elif op == 0x80:  # PROTO
-                if pos >= end:
-                    raise _eof(pos)
-                if data[pos] > 5:
-                    raise _err(f"unsupported pickle protocol: {data[pos]}", start)
-                pos += 1
-            elif op == 0x95:  # FRAME
-                if pos + 8 > end:
-                    raise _eof(pos)
-                pos += 8
+            elif op == 0x58 and pos + 4 <= end:  # BINUNICODE
+                n = data[pos] | (data[pos + 1] << 8) | (data[pos + 2] << 16) | (data[pos + 3] << 24)
+                pos = _push_text(ctx, data, pos + 4, n, start)
             elif op == 0x2E:  # STOP
-                if not stack:
-                    raise _err("pickle stack underflow", start)
-                ctx.containers += containers
-                return stack[-1], pos
-            elif op == 0x72:  # LONG_BINPUT
-                if pos + 4 > end:
-                    raise _eof(pos)
-                if not stack:
-                    raise _err("pickle stack underflow", start)
-                memo[from_bytes(data[pos:pos + 4], "little")] = stack[-1]
-                pos += 4
-            elif op == 0x6A:  # LONG_BINGET
-                if pos + 4 > end:
-                    raise _eof(pos)
-                idx = from_bytes(data[pos:pos + 4], "little")
-                pos += 4
-                push(_memo_get(ctx, idx, start))
-            elif op == 0x8A:  # LONG1
-                if pos >= end:
-                    raise _eof(pos)
-                n = data[pos]
-                pos += 1
-                if pos + n > end:
-                    raise _eof(pos)
-                push(_int_value(from_bytes(data[pos:pos + n], "little", signed=True), ctx))
-                pos += n
-            elif op == 0x8B:  # LONG4
-                if pos + 4 > end:
-                    raise _eof(pos)
-                n = from_bytes(data[pos:pos + 4], "little", signed=True)
-                pos += 4
-                if n < 0:
-                    raise _err("invalid pickle data: negative length in LONG4", start)
-                if pos + n > end:
-                    raise _eof(pos)
-                push(_int_value(from_bytes(data[pos:pos + n], "little", signed=True), ctx))
-                pos += n
-            elif op == 0x93:  # STACK_GLOBAL
-                if len(stack) < 2:
-                    raise _err("pickle stack underflow", start)
-                name = pop()
-                module = stack[-1]
-                if type(module) is not str:
-                    raise _err("invalid pickle data: STACK_GLOBAL: module is not a string", start)
-                if type(name) is not str:
-                    raise _err("invalid pickle data: STACK_GLOBAL: name is not a string", start)
-                stack[-1] = {"@cls": [module, name]}
-            elif op == 0x30:  # POP
-                if stack:
-                    pop()
-                elif metastack:
-                    stack = metastack.pop()
-                    push = stack.append
-                    pop = stack.pop
-                else:
-                    raise _err("pickle stack underflow", start)
-            elif op == 0x31:  # POP_MARK
-                if not metastack:
-                    raise _err("pickle stack underflow (no MARK for POP_MARK)", start)
-                stack = metastack.pop()
-                push = stack.append
-                pop = stack.pop
-            elif op == 0x32:  # DUP
-                if not stack:
-                    raise _err("pickle stack underflow", start)
-                v = stack[-1]
-                _note_shared(ctx, v)
-                push(v)
-            elif op == 0x61:  # APPEND
-                if len(stack) < 2:
-                    raise _err("pickle stack underflow", start)
-                v = pop()
-                _append(ctx, stack[-1], [v], start, "APPEND")
-            elif op == 0x6C:  # LIST
-                containers += 1
-                if not metastack:
-                    raise _err("pickle stack underflow (no MARK for LIST)", start)
-                items = stack
-                stack = metastack.pop()
-                push = stack.append
-                pop = stack.pop
-                push(items)
-            elif op == 0x64:  # DICT
-                containers += 1
-                if not metastack:
-                    raise _err("pickle stack underflow (no MARK for DICT)", start)
-                items = stack
-                stack = metastack.pop()
-                push = stack.append
-                pop = stack.pop
-                push(_new_dict(ctx, items, start))
-            elif op == 0x8F:  # EMPTY_SET
-                containers += 1
-                push({"@set": []})
-            elif op == 0x90:  # ADDITEMS
-                if not metastack:
-                    raise _err("pickle stack underflow (no MARK for ADDITEMS)", start)
-                items = stack
-                stack = metastack.pop()
-                push = stack.append
-                pop = stack.pop
-                if not stack:
-                    raise _err("pickle stack underflow", start)
-                target = stack[-1]
-                if not (type(target) is dict and len(target) == 1 and "@set" in target):
-                    raise _err("invalid pickle data: ADDITEMS on non-set", start)
-                if ctx.shared:
-                    _note_mutation(ctx, target)
-                target["@set"].extend(items)
-            elif op == 0x91:  # FROZENSET
-                containers += 1
-                if not metastack:
-                    raise _err("pickle stack underflow (no MARK for FROZENSET)", start)
-                items = stack
-                stack = metastack.pop()
-                push = stack.append
-                pop = stack.pop
-                push({"@fset": items})
-            elif op == 0x92:  # NEWOBJ_EX
-                containers += 1
-                if len(stack) < 3:
-                    raise _err("pickle stack underflow", start)
-                kwargs = pop()
-                args = pop()
-                if type(kwargs) is dict and not kwargs:
-                    kwargs = None  # NEWOBJ_EX without keywords is NEWOBJ
-                stack[-1] = _new_obj(ctx, NEWOBJ, stack[-1], args, kwargs)
-            elif op == 0x8D or op == 0x8E:  # BINUNICODE8 / BINBYTES8
-                if pos + 8 > end:
-                    raise _eof(pos)
-                n = from_bytes(data[pos:pos + 8], "little")
-                pos += 8
-                if pos + n > end:
-                    raise _eof(pos)
-                raw = data[pos:pos + n]
-                pos += n
-                if op == 0x8D:
-                    push(_decode_utf8(raw, start, ctx))
-                else:
-                    push({"@b": b64encode(raw)})
-            elif op == 0x96:  # BYTEARRAY8: what protocol 4 writes for a bytearray
-                containers += 1
-                if pos + 8 > end:
-                    raise _eof(pos)
-                n = from_bytes(data[pos:pos + 8], "little")
-                pos += 8
-                if pos + n > end:
-                    raise _eof(pos)
-                raw_b = {"@b": b64encode(data[pos:pos + n])}
-                pos += n
-                push(_new_obj(ctx, REDUCE, {"@cls": ["builtins", "bytearray"]}, {"@t": [raw_b]}))
-            elif op == 0x54:  # BINSTRING
-                if pos + 4 > end:
-                    raise _eof(pos)
-                n = from_bytes(data[pos:pos + 4], "little", signed=True)
-                pos += 4
-                if n < 0:
-                    raise _err("invalid pickle data: negative length in BINSTRING", start)
-                if pos + n > end:
-                    raise _eof(pos)
-                push({"@b": b64encode(data[pos:pos + n])})
-                pos += n
-            elif op == 0x55:  # SHORT_BINSTRING
-                if pos >= end:
-                    raise _eof(pos)
-                n = data[pos]
-                pos += 1
-                if pos + n > end:
-                    raise _eof(pos)
-                push({"@b": b64encode(data[pos:pos + n])})
-                pos += n
-            elif op == 0x70:  # PUT
-                line, pos = _text_line(data, pos, start)
-                if not stack:
-                    raise _err("pickle stack underflow", start)
-                memo[_memo_index(line, start, "PUT")] = stack[-1]
-            elif op == 0x67:  # GET
-                line, pos = _text_line(data, pos, start)
-                push(_memo_get(ctx, _memo_index(line, start, "GET"), start))
-            elif op == 0x49:  # INT
-                line, pos = _text_line(data, pos, start)
-                if line == b"00":
-                    push(False)
-                elif line == b"01":
-                    push(True)
-                else:
-                    push(_int_value(_parse_int(line, start, "INT"), ctx))
-            elif op == 0x4C:  # LONG
-                line, pos = _text_line(data, pos, start)
-                if line[-1:] == b"L":
-                    line = line[:-1]
-                if len(line) > 10000:
-                    raise _err("invalid pickle data: LONG value too large", start)
-                push(_int_value(_parse_int(line, start, "LONG"), ctx))
-            elif op == 0x46:  # FLOAT
-                line, pos = _text_line(data, pos, start)
-                try:
-                    x = float(line.decode("ascii"))
-                except (ValueError, UnicodeDecodeError):
-                    raise _err(f"invalid pickle data: FLOAT parse: {line[:40]!r}", start) from None
-                ctx.flags |= _float_flags(x)
-                push(x)
-            elif op == 0x53:  # STRING: Python 2 str, escapes decoded as CPython does
-                line, pos = _text_line(data, pos, start)
-                if len(line) >= 2 and line[0] == line[-1] and line[0] in b"\"'":
-                    line = line[1:-1]
-                else:
-                    raise _err("invalid pickle data: the STRING opcode argument must be quoted", start)
-                try:
-                    raw = decode_string_escapes(line)
-                except CodecError as exc:
-                    raise _err(f"invalid pickle data: STRING escape: {exc}", start) from None
-                push({"@b": b64encode(raw)})
-            elif op == 0x56:  # UNICODE
-                line, pos = _text_line(data, pos, start)
-                try:
-                    s = line.decode("raw-unicode-escape")
-                except UnicodeDecodeError as exc:
-                    raise _err(f"invalid pickle data: UNICODE escape: {exc.reason}", start) from None
-                push(_checked_text(s, ctx))
-            elif op == 0x50:  # PERSID
-                containers += 1
-                line, pos = _text_line(data, pos, start)
-                try:
-                    pid = line.decode("ascii")
-                except UnicodeDecodeError:
-                    raise _err("invalid pickle data: persistent IDs in protocol 0 must be ASCII strings",
-                               start) from None
-                if "\x00" in pid:
-                    ctx.flags |= F_NUL
-                push(_persistent_ref(ctx, pid, start))
-            elif op == 0x69:  # INST
-                containers += 1
-                module, pos = _text_line(data, pos, start)
-                name, pos = _text_line(data, pos, start)
-                if not metastack:
-                    raise _err("pickle stack underflow (no MARK for INST)", start)
-                items = stack
-                stack = metastack.pop()
-                push = stack.append
-                pop = stack.pop
-                klass = {"@cls": [_line_utf8(module, start, ctx), _line_utf8(name, start, ctx)]}
-                push(_instantiate(ctx, klass, items))
-            elif op == 0x6F:  # OBJ
-                containers += 1
-                if not metastack:
-                    raise _err("pickle stack underflow (no MARK for OBJ)", start)
-                items = stack
-                stack = metastack.pop()
-                push = stack.append
-                pop = stack.pop
-                if not items:
-                    raise _err("pickle stack underflow", start)
-                push(_instantiate(ctx, items[0], items[1:]))
-            elif op == 0x82 or op == 0x83 or op == 0x84:  # EXT1/2/4: extension registry
-                width = {0x82: 1, 0x83: 2, 0x84: 4}[op]
-                if pos + width > end:
-                    raise _eof(pos)
-                code = from_bytes(data[pos:pos + width], "little")
-                pos += width
-                if code <= 0:
-                    raise _err("invalid pickle data: EXT code must be positive", start)
-                ctx.unrepresentable = True
-                push({"@ext": code})
-            elif op == 0x97:  # NEXT_BUFFER: out-of-band data JSON cannot hold
-                ctx.unrepresentable = True
-                push({"@buffer": None})
-            elif op == 0x98:  # READONLY_BUFFER
-                if not stack:
-                    raise _err("pickle stack underflow", start)
+                break
             else:
-                raise _err(f"unknown pickle opcode: 0x{op:02x}", start)
-        except IndexError:
-            raise _err("pickle stack underflow", start) from None
+                pos = dispatch[op](ctx, data, pos)
+        if not ctx.stack:
+            raise _err("pickle stack underflow", start)
+        return ctx.stack[-1], pos
+    except IndexError:  # a stack shape the handlers' checks did not foresee
+        raise _err("pickle stack underflow", start) from None
 
 
-def _text_line(data: bytes, pos: int, start: int) -> Tuple[bytes, int]:
-    nl = data.find(b"\n", pos)
-    if nl < 0:
-        raise _eof(len(data))
-    return data[pos:nl], nl + 1
+def _pop_mark(ctx: _Context, pos: int, opname: str) -> list:
+    """The items pushed since the last MARK; the stack below it is current again."""
+    if not ctx.metastack:
+        raise _err(f"pickle stack underflow (no MARK for {opname})", pos - 1)
+    items = ctx.stack
+    ctx.stack = ctx.metastack.pop()
+    return items
 
 
-def _line_utf8(line: bytes, start: int, ctx: _Context) -> str:
+def _need(ctx: _Context, count: int, pos: int) -> list:
+    """The stack, which must hold at least count values."""
+    stack = ctx.stack
+    if len(stack) < count:
+        raise _err("pickle stack underflow", pos - 1)
+    return stack
+
+
+def _length(data: bytes, pos: int, width: int, signed: bool = False) -> int:
+    if pos + width > len(data):
+        raise _eof(pos)
+    return _from_bytes(data[pos:pos + width], "little", signed=signed)
+
+
+def _take(data: bytes, pos: int, n: int) -> bytes:
+    """The n bytes at pos, which must all be there."""
+    if pos + n > len(data):
+        raise _eof(pos)
+    return data[pos:pos + n]
+
+
+# Memo and stack
+
+def _mark(ctx: _Context, data: bytes, pos: int) -> int:
+    ctx.metastack.append(ctx.stack)
+    ctx.stack = []
+    return pos
+
+
+def _pop(ctx: _Context, data: bytes, pos: int) -> int:
+    if ctx.stack:
+        ctx.stack.pop()
+    elif ctx.metastack:
+        ctx.stack = ctx.metastack.pop()
+    else:
+        raise _err("pickle stack underflow", pos - 1)
+    return pos
+
+
+def _pop_mark_op(ctx: _Context, data: bytes, pos: int) -> int:
+    _pop_mark(ctx, pos, "POP_MARK")
+    return pos
+
+
+def _dup(ctx: _Context, data: bytes, pos: int) -> int:
+    v = _need(ctx, 1, pos)[-1]
+    _note_shared(ctx, v)
+    ctx.stack.append(v)
+    return pos
+
+
+def _binput(ctx: _Context, data: bytes, pos: int) -> int:
+    if pos >= len(data):
+        raise _eof(pos)
+    stack = ctx.stack
+    if not stack:
+        raise _err("pickle stack underflow", pos - 1)
+    ctx.memo[data[pos]] = stack[-1]
+    return pos + 1
+
+
+def _long_binput(ctx: _Context, data: bytes, pos: int) -> int:
+    idx = _length(data, pos, 4)
+    ctx.memo[idx] = _need(ctx, 1, pos)[-1]
+    return pos + 4
+
+
+def _memoize(ctx: _Context, data: bytes, pos: int) -> int:
+    stack = ctx.stack
+    if not stack:
+        raise _err("pickle stack underflow", pos - 1)
+    ctx.memo[len(ctx.memo)] = stack[-1]
+    return pos
+
+
+def _put(ctx: _Context, data: bytes, pos: int) -> int:
+    start = pos - 1
+    line, pos = text_line(data, pos)
+    value = _need(ctx, 1, start + 1)[-1]
+    ctx.memo[memo_index(line, start, "PUT")] = value
+    return pos
+
+
+def _binget(ctx: _Context, data: bytes, pos: int) -> int:
+    if pos >= len(data):
+        raise _eof(pos)
+    idx = data[pos]
     try:
-        s = line.decode("utf-8")
+        v = ctx.memo[idx]
+    except KeyError:
+        raise _err(f"invalid pickle data: memo index {idx} not found", pos - 1) from None
+    t = type(v)
+    if t is list or t is dict:
+        ctx.shared[id(v)] = v
+    ctx.stack.append(v)
+    return pos + 1
+
+
+def _long_binget(ctx: _Context, data: bytes, pos: int) -> int:
+    ctx.stack.append(_memo_get(ctx, _length(data, pos, 4), pos - 1))
+    return pos + 4
+
+
+def _get(ctx: _Context, data: bytes, pos: int) -> int:
+    start = pos - 1
+    line, pos = text_line(data, pos)
+    ctx.stack.append(_memo_get(ctx, memo_index(line, start, "GET"), start))
+    return pos
+
+
+# Framing
+
+def _proto(ctx: _Context, data: bytes, pos: int) -> int:
+    if pos >= len(data):
+        raise _eof(pos)
+    if data[pos] > 5:
+        raise _err(f"unsupported pickle protocol: {data[pos]}", pos - 1)
+    return pos + 1
+
+
+def _frame(ctx: _Context, data: bytes, pos: int) -> int:
+    _take(data, pos, 8)
+    return pos + 8
+
+
+def _unknown(ctx: _Context, data: bytes, pos: int) -> int:
+    raise _err(f"unknown pickle opcode: 0x{data[pos - 1]:02x}", pos - 1)
+
+
+# Numbers and constants
+
+def _none(ctx: _Context, data: bytes, pos: int) -> int:
+    ctx.stack.append(None)
+    return pos
+
+
+def _newtrue(ctx: _Context, data: bytes, pos: int) -> int:
+    ctx.stack.append(True)
+    return pos
+
+
+def _newfalse(ctx: _Context, data: bytes, pos: int) -> int:
+    ctx.stack.append(False)
+    return pos
+
+
+def _binint1(ctx: _Context, data: bytes, pos: int) -> int:
+    if pos >= len(data):
+        raise _eof(pos)
+    ctx.stack.append(data[pos])
+    return pos + 1
+
+
+def _binint2(ctx: _Context, data: bytes, pos: int) -> int:
+    if pos + 2 > len(data):
+        raise _eof(pos)
+    ctx.stack.append(data[pos] | (data[pos + 1] << 8))
+    return pos + 2
+
+
+def _binint(ctx: _Context, data: bytes, pos: int) -> int:
+    ctx.stack.append(_length(data, pos, 4, True))
+    return pos + 4
+
+
+def _long1(ctx: _Context, data: bytes, pos: int) -> int:
+    n = _length(data, pos, 1)
+    ctx.stack.append(int_value(_from_bytes(_take(data, pos + 1, n), "little", signed=True), ctx))
+    return pos + 1 + n
+
+
+def _long4(ctx: _Context, data: bytes, pos: int) -> int:
+    n = _length(data, pos, 4, True)
+    if n < 0:
+        raise _err("invalid pickle data: negative length in LONG4", pos - 1)
+    ctx.stack.append(int_value(_from_bytes(_take(data, pos + 4, n), "little", signed=True), ctx))
+    return pos + 4 + n
+
+
+def _binfloat(ctx: _Context, data: bytes, pos: int) -> int:
+    if pos + 8 > len(data):
+        raise _eof(pos)
+    x = _unpack_double(data, pos)[0]
+    if x == 0.0 or x - x != 0.0 or not (1e-4 <= (x if x > 0 else -x) < 1e16):
+        ctx.flags |= float_flags(x)
+    ctx.stack.append(x)
+    return pos + 8
+
+
+def _text(read: Any) -> Any:
+    def text(ctx: _Context, data: bytes, pos: int) -> int:
+        """A protocol 0 text-line opcode (INT, LONG, FLOAT, STRING, UNICODE): _decode_common reads it."""
+        value, pos = read(ctx, data, pos)
+        ctx.stack.append(value)
+        return pos
+    return text
+
+
+# Strings and bytes
+
+def _binunicode(ctx: _Context, data: bytes, pos: int) -> int:
+    if pos + 4 > len(data):
+        raise _eof(pos)
+    n = _from_bytes(data[pos:pos + 4], "little")
+    return _push_text(ctx, data, pos + 4, n, pos - 1)
+
+
+def _short_binunicode(ctx: _Context, data: bytes, pos: int) -> int:
+    if pos >= len(data):
+        raise _eof(pos)
+    return _push_text(ctx, data, pos + 1, data[pos], pos - 1)
+
+
+def _binunicode8(ctx: _Context, data: bytes, pos: int) -> int:
+    return _push_text(ctx, data, pos + 8, _length(data, pos, 8), pos - 1)
+
+
+def _push_text(ctx: _Context, data: bytes, pos: int, n: int, start: int) -> int:
+    """Push the UTF-8 text of the n bytes at pos, for the opcode at start."""
+    if pos + n > len(data):
+        raise _eof(pos)
+    raw = data[pos:pos + n]
+    try:
+        s = raw.decode("utf-8")
+        if "\x00" in s:
+            ctx.flags |= F_NUL
     except UnicodeDecodeError:
-        raise _err("invalid UTF-8 in pickle string", start) from None
-    if "\x00" in s:
-        ctx.flags |= F_NUL
-    return s
+        s = _decode_utf8(raw, start, ctx)
+    ctx.stack.append(s)
+    return pos + n
 
 
-def _checked_text(s: str, ctx: _Context) -> str:
-    if "\x00" in s:
-        ctx.flags |= F_NUL
-    if not s.isascii():
-        try:
-            s.encode("utf-8")
-        except UnicodeEncodeError:
-            ctx.flags |= F_SURROGATE
-    return s
+def _short_binbytes(ctx: _Context, data: bytes, pos: int) -> int:
+    if pos >= len(data):
+        raise _eof(pos)
+    n = data[pos]
+    pos += 1
+    if pos + n > len(data):
+        raise _eof(pos)
+    ctx.stack.append({"@b": _b2a(data[pos:pos + n], newline=False).decode("ascii")})
+    return pos + n
 
 
-def _memo_index(line: bytes, start: int, what: str) -> int:
-    try:
-        idx = int(line.decode("ascii"))
-    except (ValueError, UnicodeDecodeError):
-        raise _err(f"invalid pickle data: {what} index: {line[:40]!r}", start) from None
-    if idx < 0:
-        raise _err(f"invalid pickle data: {what} index: negative", start)
-    return idx
+def _binbytes(ctx: _Context, data: bytes, pos: int) -> int:
+    n = _length(data, pos, 4)
+    ctx.stack.append({"@b": _b2a(_take(data, pos + 4, n), newline=False).decode("ascii")})
+    return pos + 4 + n
+
+
+def _binbytes8(ctx: _Context, data: bytes, pos: int) -> int:
+    n = _length(data, pos, 8)
+    ctx.stack.append({"@b": b64encode(_take(data, pos + 8, n))})
+    return pos + 8 + n
+
+
+def _short_binstring(ctx: _Context, data: bytes, pos: int) -> int:
+    n = _length(data, pos, 1)
+    ctx.stack.append({"@b": b64encode(_take(data, pos + 1, n))})
+    return pos + 1 + n
+
+
+def _binstring(ctx: _Context, data: bytes, pos: int) -> int:
+    n = _length(data, pos, 4, True)
+    if n < 0:
+        raise _err("invalid pickle data: negative length in BINSTRING", pos - 1)
+    ctx.stack.append({"@b": b64encode(_take(data, pos + 4, n))})
+    return pos + 4 + n
+
+
+def _bytearray8(ctx: _Context, data: bytes, pos: int) -> int:
+    """What protocol 4 writes for a bytearray."""
+    ctx.containers += 1
+    n = _length(data, pos, 8)
+    raw_b = {"@b": b64encode(_take(data, pos + 8, n))}
+    ctx.stack.append(_new_obj(ctx, REDUCE, {"@cls": ["builtins", "bytearray"]}, {"@t": [raw_b]}))
+    return pos + 8 + n
+
+
+# Containers
+
+def _empty_list(ctx: _Context, data: bytes, pos: int) -> int:
+    ctx.containers += 1
+    ctx.stack.append([])
+    return pos
+
+
+def _empty_dict(ctx: _Context, data: bytes, pos: int) -> int:
+    ctx.containers += 1
+    ctx.stack.append({})
+    return pos
+
+
+def _empty_tuple(ctx: _Context, data: bytes, pos: int) -> int:
+    ctx.containers += 1
+    ctx.stack.append({"@t": []})
+    return pos
+
+
+def _empty_set(ctx: _Context, data: bytes, pos: int) -> int:
+    ctx.containers += 1
+    ctx.stack.append({"@set": []})
+    return pos
+
+
+def _list(ctx: _Context, data: bytes, pos: int) -> int:
+    ctx.containers += 1
+    items = _pop_mark(ctx, pos, "LIST")
+    ctx.stack.append(items)
+    return pos
+
+
+def _tuple(ctx: _Context, data: bytes, pos: int) -> int:
+    ctx.containers += 1
+    items = _pop_mark(ctx, pos, "TUPLE")
+    ctx.stack.append({"@t": items})
+    return pos
+
+
+def _frozenset(ctx: _Context, data: bytes, pos: int) -> int:
+    ctx.containers += 1
+    items = _pop_mark(ctx, pos, "FROZENSET")
+    ctx.stack.append({"@fset": items})
+    return pos
+
+
+def _dict(ctx: _Context, data: bytes, pos: int) -> int:
+    ctx.containers += 1
+    items = _pop_mark(ctx, pos, "DICT")
+    d: dict = {}
+    if items:
+        _set_items(ctx, d, items, pos - 1, "DICT")
+    ctx.stack.append(d)
+    return pos
+
+
+def _tuple_n(n: int) -> Any:
+    def tuple_n(ctx: _Context, data: bytes, pos: int) -> int:
+        """TUPLE1, TUPLE2, TUPLE3: the top n values as one tuple."""
+        ctx.containers += 1
+        stack = _need(ctx, n, pos)
+        items = stack[-n:]
+        del stack[-n:]
+        stack.append({"@t": items})
+        return pos
+    return tuple_n
+
+
+def _into_top(put: Any, opname: str, count: int) -> Any:
+    def into_top(ctx: _Context, data: bytes, pos: int) -> int:
+        """SETITEM(S), APPEND(S): the last count items (all since the MARK for 0) go into the value below."""
+        if count:
+            stack = _need(ctx, count + 1, pos)
+            items = stack[-count:]
+            del stack[-count:]
+        else:
+            items = _pop_mark(ctx, pos, opname)
+        put(ctx, _need(ctx, 1, pos)[-1], items, pos - 1, opname)
+        return pos
+    return into_top
+
+
+def _additems(ctx: _Context, data: bytes, pos: int) -> int:
+    items = _pop_mark(ctx, pos, "ADDITEMS")
+    target = _need(ctx, 1, pos)[-1]
+    if not (type(target) is dict and len(target) == 1 and "@set" in target):
+        raise _err("invalid pickle data: ADDITEMS on non-set", pos - 1)
+    if ctx.shared:
+        _note_mutation(ctx, target)
+    target["@set"].extend(items)
+    return pos
+
+
+# Classes, objects, references
+
+def _global(ctx: _Context, data: bytes, pos: int) -> int:
+    klass, pos = global_lines(ctx, data, pos)
+    ctx.stack.append(klass)
+    return pos
+
+
+def _stack_global(ctx: _Context, data: bytes, pos: int) -> int:
+    stack = _need(ctx, 2, pos)
+    name = stack.pop()
+    module = stack[-1]
+    if type(module) is not str:
+        raise _err("invalid pickle data: STACK_GLOBAL: module is not a string", pos - 1)
+    if type(name) is not str:
+        raise _err("invalid pickle data: STACK_GLOBAL: name is not a string", pos - 1)
+    stack[-1] = {"@cls": [module, name]}
+    return pos
+
+
+def _call(kind: int) -> Any:
+    def call(ctx: _Context, data: bytes, pos: int) -> int:
+        """REDUCE / NEWOBJ: an object under construction from a callable and its arguments."""
+        ctx.containers += 1
+        stack = _need(ctx, 2, pos)
+        args = stack.pop()
+        stack[-1] = _new_obj(ctx, kind, stack[-1], args)
+        return pos
+    return call
+
+
+def _newobj_ex(ctx: _Context, data: bytes, pos: int) -> int:
+    ctx.containers += 1
+    stack = _need(ctx, 3, pos)
+    kwargs = stack.pop()
+    args = stack.pop()
+    if type(kwargs) is dict and not kwargs:
+        kwargs = None  # NEWOBJ_EX without keywords is NEWOBJ
+    stack[-1] = _new_obj(ctx, NEWOBJ, stack[-1], args, kwargs)
+    return pos
+
+
+def _build_op(ctx: _Context, data: bytes, pos: int) -> int:
+    ctx.containers += 1
+    stack = _need(ctx, 2, pos)
+    state = stack.pop()
+    stack[-1] = _build(ctx, stack[-1], state)
+    return pos
+
+
+def _inst(ctx: _Context, data: bytes, pos: int) -> int:
+    ctx.containers += 1
+    start = pos - 1
+    klass, pos = global_lines(ctx, data, pos)
+    items = _pop_mark(ctx, start + 1, "INST")
+    ctx.stack.append(_instantiate(ctx, klass, items))
+    return pos
+
+
+def _obj(ctx: _Context, data: bytes, pos: int) -> int:
+    ctx.containers += 1
+    items = _pop_mark(ctx, pos, "OBJ")
+    if not items:
+        raise _err("pickle stack underflow", pos - 1)
+    ctx.stack.append(_instantiate(ctx, items[0], items[1:]))
+    return pos
+
+
+def _binpersid(ctx: _Context, data: bytes, pos: int) -> int:
+    ctx.containers += 1
+    stack = _need(ctx, 1, pos)
+    stack[-1] = _persistent_ref(ctx, stack[-1])
+    return pos
+
+
+def _persid(ctx: _Context, data: bytes, pos: int) -> int:
+    ctx.containers += 1
+    pid, pos = persid_line(ctx, data, pos)
+    ctx.stack.append(_persistent_ref(ctx, pid))
+    return pos
+
+
+def _ext(width: int) -> Any:
+    def ext(ctx: _Context, data: bytes, pos: int) -> int:
+        """EXT1/2/4: a code of the extension registry, which JSON cannot name."""
+        code = _length(data, pos, width)
+        if code <= 0:
+            raise _err("invalid pickle data: EXT code must be positive", pos - 1)
+        ctx.unrepresentable = True
+        ctx.stack.append({"@ext": code})
+        return pos + width
+    return ext
+
+
+def _next_buffer(ctx: _Context, data: bytes, pos: int) -> int:
+    """Out-of-band data, which JSON cannot hold."""
+    ctx.unrepresentable = True
+    ctx.stack.append({"@buffer": None})
+    return pos
+
+
+def _readonly_buffer(ctx: _Context, data: bytes, pos: int) -> int:
+    _need(ctx, 1, pos)
+    return pos
+
+
+_HANDLERS = {  # STOP (0x2E) ends the loop in _load
+    0x28: _mark, 0x29: _empty_tuple, 0x30: _pop, 0x31: _pop_mark_op, 0x32: _dup,
+    0x42: _binbytes, 0x43: _short_binbytes, 0x46: _text(float_line), 0x47: _binfloat,
+    0x49: _text(int_line), 0x4A: _binint, 0x4B: _binint1, 0x4C: _text(long_line), 0x4D: _binint2,
+    0x4E: _none, 0x50: _persid, 0x51: _binpersid, 0x52: _call(REDUCE), 0x53: _text(string_line),
+    0x54: _binstring, 0x55: _short_binstring, 0x56: _text(unicode_line), 0x58: _binunicode,
+    0x5D: _empty_list, 0x61: _into_top(_append, "APPEND", 1), 0x62: _build_op, 0x63: _global,
+    0x64: _dict, 0x65: _into_top(_append, "APPENDS", 0), 0x67: _get, 0x68: _binget, 0x69: _inst,
+    0x6A: _long_binget, 0x6C: _list, 0x6F: _obj, 0x70: _put, 0x71: _binput, 0x72: _long_binput,
+    0x73: _into_top(_set_items, "SETITEM", 2), 0x74: _tuple, 0x75: _into_top(_set_items, "SETITEMS", 0),
+    0x7D: _empty_dict, 0x80: _proto, 0x81: _call(NEWOBJ), 0x82: _ext(1), 0x83: _ext(2), 0x84: _ext(4),
+    0x85: _tuple_n(1), 0x86: _tuple_n(2), 0x87: _tuple_n(3), 0x88: _newtrue, 0x89: _newfalse,
+    0x8A: _long1, 0x8B: _long4, 0x8C: _short_binunicode, 0x8D: _binunicode8, 0x8E: _binbytes8,
+    0x8F: _empty_set, 0x90: _additems, 0x91: _frozenset, 0x92: _newobj_ex, 0x93: _stack_global,
+    0x94: _memoize, 0x95: _frame, 0x96: _bytearray8, 0x97: _next_buffer, 0x98: _readonly_buffer,
+}
+_DISPATCH = [_HANDLERS.get(op, _unknown) for op in range(256)]
 
 
 def _memo_get(ctx: _Context, idx: int, start: int) -> Any:
@@ -792,17 +731,6 @@ def _memo_get(ctx: _Context, idx: int, start: int) -> Any:
         raise _err(f"invalid pickle data: memo index {idx} not found", start) from None
     _note_shared(ctx, v)
     return v
-
-
-def _parse_int(line: bytes, start: int, what: str) -> int:
-    """Text digits as CPython's INT/LONG read them; long texts without int()'s digit limit."""
-    try:
-        text = line.decode("ascii")
-        if len(text) > 4000:
-            return decimal_to_int(text.strip(), what)
-        return int(text, 0)
-    except (ValueError, UnicodeDecodeError):  # CodecError is a ValueError too
-        raise _err(f"invalid pickle data: {what} parse: {line[:40]!r}", start) from None
 
 
 def _instantiate(ctx: _Context, klass: Any, args: list) -> dict:
@@ -846,7 +774,7 @@ def _finish(value: Any, ctx: _Context, start: int) -> Any:
 def _decode_record(data: Any, compact: bool = True) -> Tuple[str, str, Any, List[int], int, int]:
     """(module, name, state, refs, flags, offset of the state pickle) of a ZODB record."""
     data = bytes_argument(data)
-    ctx = _Context(data, compact)
+    ctx = _Context(compact)
     try:
         klass, pos = _load(data, 0, ctx)
         class_refs = len(ctx.refs)
@@ -902,7 +830,7 @@ def _load_state_with_own_memo(data: bytes, pos: int, ctx: _Context) -> Optional[
     Their state is intact when read as it was written, with its own memo; that
     reading is used when it is a sound one.
     """
-    fresh = _Context(data, ctx.compact)
+    fresh = _Context(ctx.compact)
     fresh.flags = ctx.flags
     fresh.containers = ctx.containers  # the class pickle's arguments are part of the value
     try:
@@ -948,7 +876,7 @@ def decode_zodb_record_for_pg_json(data: Any) -> tuple:
 
 def _decode_pickle(data: Any) -> Any:
     data = bytes_argument(data)
-    ctx = _Context(data, False)
+    ctx = _Context(False)
     try:
         value, stop = _load(data, 0, ctx)
         if b"@ns:" in data or b"@su:" in data:
