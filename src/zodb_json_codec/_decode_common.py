@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from . import _known
-from ._common import MAX_DEPTH, STDLIB_JSON_DEPTH, CodecError, btree_kind, rebuild_tree, unescape_key
-from ._jsontext_python import check_class_names
+from . import _decode_known, _known
+from ._common import MAX_DEPTH, STDLIB_JSON_DEPTH, CodecError, rebuild_tree
+from ._decode_known import check_class_names
+from ._known import btree_kind, unescape_key
 
 # Flags describing what a decoded value holds, so the PostgreSQL paths only
 # walk the tree again when something in it needs rewriting.
@@ -74,7 +75,7 @@ def render_obj(obj: Obj, objs: dict) -> None:
     if obj.kind == REDUCE:
         known = None
         if not obj.built and obj.items is None and obj.appends is None:
-            known = _known.recognize_reduce(callable_, args, objs)
+            known = _decode_known.recognize_reduce(callable_, args, objs)
         content = known if known is not None else generic_call(obj, "@reduce")
     else:
         plain_newobj = (obj.built and obj.kwargs is None and is_global(callable_)
@@ -83,14 +84,14 @@ def render_obj(obj: Obj, objs: dict) -> None:
             module, name = callable_["@cls"]
             state = obj.state
             if type(args) is dict and args.get("@t") == [] and (module, name) == ("uuid", "UUID"):
-                uuid_text = _known.uuid_from_state(state)
+                uuid_text = _decode_known.uuid_from_state(state)
                 if uuid_text is not None and obj.items is None and obj.appends is None:
                     value.clear()
                     value["@uuid"] = uuid_text
                     return
             kind = btree_kind(module, name)
             if kind is not None:
-                state = _known.btree_state(state, kind[0], kind[1])
+                state = _decode_known.btree_state(state, kind[0], kind[1])
             if args["@t"]:
                 state = {"@args": args, "@state": state}
             content = {"@cls": [module, name], "@s": state}

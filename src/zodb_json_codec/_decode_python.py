@@ -14,11 +14,12 @@ import binascii
 import struct
 from typing import Any, List, Optional, Tuple
 
-from . import _known
+from . import _decode_known, _known
 from ._common import (
-    I64_MAX, I64_MIN, MAX_BIGINT_BITS, CodecError, b64encode, btree_kind, bytes_argument,
-    decimal_to_int, float_marker, int_to_decimal, marker_kind,
+    I64_MAX, I64_MIN, MAX_BIGINT_BITS, CodecError, b64encode, bytes_argument,
+    decimal_to_int, float_marker, int_to_decimal,
 )
+from ._known import btree_kind, marker_kind
 from ._decode_common import (
     DEEP_CONTAINERS, F_ESCAPED_KEY, F_EXP_FLOAT, F_FLOAT, F_NUL, F_SHALLOW, F_SURROGATE, NEWOBJ, REDUCE,
     SHALLOW_CONTAINERS, Obj, Unrepresentable, check_class_names_at_offset_0, decode_string_escapes, finish,
@@ -865,7 +866,7 @@ def _decode_record(data: Any, compact: bool = True) -> Tuple[str, str, Any, List
                 ctx.refs[:0] = class_ref_list
             elif problem is not None:
                 raise problem
-        meta = _known.class_metadata(klass)
+        meta = _decode_known.class_metadata(klass)
         if meta is None:  # an object record: the first pickle's value is kept in the state
             module = name = ""
             args = None
@@ -875,7 +876,7 @@ def _decode_record(data: Any, compact: bool = True) -> Tuple[str, str, Any, List
             ctx.flags |= F_NUL
         kind = btree_kind(module, name)
         if kind is not None:
-            state = _known.btree_state(state, kind[0], kind[1])
+            state = _decode_known.btree_state(state, kind[0], kind[1])
         if args is not None:
             state = {"@args": args, "@state": state}
         if b"@ns:" in data or b"@su:" in data:
