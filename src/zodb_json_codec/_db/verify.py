@@ -1,6 +1,6 @@
 """Proof that nothing is lost: every record through the codec (and a jsonb column), or a copy against its original.
 
-Workers compare object graphs with ``_fidelity`` (no application classes
+Workers compare object graphs with ``fidelity`` (no application classes
 are imported); the main process only reads storages and counts.
 """
 
@@ -34,7 +34,7 @@ def init_worker(dsn: Optional[str]) -> None:
 
 def _reencoding_problem(want: Any, reencode: Callable[[], bytes]) -> Optional[str]:
     """None when reencode() gives a record that loads to want, else why not."""
-    from .._fidelity import load_record, same
+    from .fidelity import load_record, same
 
     try:
         again = reencode()
@@ -89,7 +89,7 @@ def verify_record(data: bytes, decoded: Any, stored: Any = None) -> Dict[str, st
     from ZODB.serialize import referencesf
     from ZODB.utils import u64
 
-    from .._fidelity import load_record
+    from .fidelity import load_record
 
     if isinstance(decoded, Exception):
         return {"undecodable": f"{type(decoded).__name__}: {decoded}"}
@@ -202,7 +202,7 @@ def verify(path: Optional[str], out: IO[str], err: IO[str], show: int = MAX_FAIL
 
 def compare_batch(batch: Sequence[Tuple[bytes, bytes, bytes, Optional[bytes]]]) -> List[Tuple[str, Dict[str, str]]]:
     """(where, problems) for each (oid, tid, record, the original's record of that oid and tid)."""
-    from .._fidelity import load_record, same
+    from .fidelity import load_record, same
 
     results = []
     for oid, tid, data, original in batch:
