@@ -167,11 +167,11 @@ def float_from_marker(text: Any) -> float:
 
 
 def float_text(value: float, plus_exponent: bool, positional_integers: bool) -> str:
-    """A finite float spelled as the reference writes it (REFERENCE 3.5).
+    """A finite float spelled by docs/format.md, "Float spelling".
 
     ``plus_exponent``: ``1e+16`` (pickle_to_json) rather than ``1e16``.
     ``positional_integers``: integral floats that would need an exponent are
-    written out with ``.0`` so PostgreSQL keeps them floats (CONTRACT L4).
+    written out with ``.0`` so PostgreSQL keeps them floats.
     """
     r = repr(value)
     if "e" not in r:
