@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 from . import _decode_known, _known
 from ._common import MAX_DEPTH, STDLIB_JSON_DEPTH, CodecError, rebuild_tree
-from ._decode_known import check_class_names
+from ._decode_known import NEWOBJ, REDUCE, check_class_names
 from ._known import btree_kind, unescape_key
 
 # Flags describing what a decoded value holds, so the PostgreSQL paths only
@@ -22,9 +22,6 @@ F_FLOAT = 4        # NaN, +-inf or -0.0
 F_EXP_FLOAT = 8    # a float whose repr uses an exponent
 F_ESCAPED_KEY = 16  # a key that looks like "@ns:..." / "@su:..."
 F_SHALLOW = 32     # few enough containers for json.dumps's recursion (the Python twin's fast path)
-
-# Kinds of objects under construction (REDUCE / NEWOBJ results).
-REDUCE, NEWOBJ = 0, 1
 
 # Both decoders count the opcodes they run that make a container (lists,
 # dicts, tuples, sets, objects, references).  Each adds at most three levels

@@ -15,6 +15,10 @@ from typing import Any, Optional
 from ._common import CodecError, I64_MAX, I64_MIN, has_surrogate
 from ._known import global_name, is_ref, raw_bytes, tuple_items
 
+# Kinds of objects under construction (REDUCE / NEWOBJ results): the
+# decoders make them (_decode_common.Obj), the rules below read them.
+REDUCE, NEWOBJ = 0, 1
+
 def _plain_text(s: Any) -> bool:
     """Text that goes into a marker verbatim must need no PostgreSQL escaping."""
     return type(s) is str and s.isascii() and "\x00" not in s
@@ -121,7 +125,7 @@ def _pending_call(v: Any, objs: dict) -> Optional[tuple]:
     if type(v) is not dict:
         return None
     obj = objs.get(id(v))
-    if obj is None or obj.value is not v or obj.kind != 0 or obj.built or obj.items or obj.appends:
+    if obj is None or obj.value is not v or obj.kind != REDUCE or obj.built or obj.items or obj.appends:
         return None
     items = tuple_items(obj.args)
     if items is None:
@@ -167,7 +171,7 @@ def _tz_marker(tz: Any, objs: dict) -> Any:
 
 
 def offset_text(total_us: int) -> Optional[str]:
-    """``+HH:MM``, with ``:SS`` and ``.ffffff`` only when present (CONTRACT L7)."""
+    """``+HH:MM``, with ``:SS`` and ``.ffffff`` only when present (docs/format.md, "Known types")."""
     sign = "+" if total_us >= 0 else "-"
     a = -total_us if total_us < 0 else total_us
     seconds, us = divmod(a, 1000000)
