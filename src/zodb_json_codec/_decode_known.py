@@ -62,11 +62,17 @@ def recognize_reduce(callable_: Any, args: Any, objs: dict) -> Optional[dict]:
     return None
 
 
-def _datetime_marker(items: list, objs: dict) -> Optional[dict]:
+def _state_bytes(items: list, size: int) -> Optional[bytes]:
+    """The state bytes of a datetime or time call (state[, zone]) if they have this size."""
     if len(items) not in (1, 2):
         return None
     raw = raw_bytes(items[0])
-    if raw is None or len(raw) != 10:
+    return raw if raw is not None and len(raw) == size else None
+
+
+def _datetime_marker(items: list, objs: dict) -> Optional[dict]:
+    raw = _state_bytes(items, 10)
+    if raw is None:
         return None
     year = raw[0] << 8 | raw[1]
     month, day, hour, minute, second = raw[2], raw[3], raw[4], raw[5], raw[6]
@@ -81,10 +87,8 @@ def _datetime_marker(items: list, objs: dict) -> Optional[dict]:
 
 
 def _time_marker(items: list, objs: dict) -> Optional[dict]:
-    if len(items) not in (1, 2):
-        return None
-    raw = raw_bytes(items[0])
-    if raw is None or len(raw) != 6:
+    raw = _state_bytes(items, 6)
+    if raw is None:
         return None
     hour, minute, second = raw[0], raw[1], raw[2]
     us = raw[3] << 16 | raw[4] << 8 | raw[5]

@@ -107,12 +107,18 @@ def _with_zone(state: bytes, tz: Any, offset_text: str, whole: str) -> list:
     return [state] if offset is None else [state, timezone_call(offset)]
 
 
-def datetime_call(text: Any, tz: Any = None) -> Call:
+def _matched(pattern: Any, text: Any, marker: str, what: str) -> Any:
+    """The match of a marker's text, or the CodecError that names the marker."""
     if type(text) is not str:
-        raise CodecError("invalid pickle data: @dt must be a string")
-    m = _DATETIME.match(text)
+        raise CodecError(f"invalid pickle data: {marker} must be a string")
+    m = pattern.match(text)
     if m is None:
-        raise CodecError(f"invalid pickle data: bad datetime: {text[:60]!r}")
+        raise CodecError(f"invalid pickle data: bad {what}: {text[:60]!r}")
+    return m
+
+
+def datetime_call(text: Any, tz: Any = None) -> Call:
+    m = _matched(_DATETIME, text, "@dt", "datetime")
     year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
     us = _fraction(m.group(7))
     if not 0 <= year <= 65535:
@@ -124,11 +130,7 @@ def datetime_call(text: Any, tz: Any = None) -> Call:
 
 
 def time_call(text: Any, tz: Any = None) -> Call:
-    if type(text) is not str:
-        raise CodecError("invalid pickle data: @time must be a string")
-    m = _TIME.match(text)
-    if m is None:
-        raise CodecError(f"invalid pickle data: bad time: {text[:60]!r}")
+    m = _matched(_TIME, text, "@time", "time")
     hour, minute, second = (int(g) for g in m.groups()[:3])
     us = _fraction(m.group(4))
     state = bytes((_byte(hour, "hour", text), _byte(minute, "minute", text),
