@@ -6,7 +6,7 @@ the function the package reads at import (loaded here by its path: building
 never imports the package):
 
 * nothing set: the Cython twins if a working C compiler and Cython are
-  there; otherwise the pure package, with one warning line saying how to get
+  there; otherwise the Python twin alone, with one warning line saying how to get
   the Cython twins;
 * ``ZODB_JSON_CODEC_PURE_PYTHON=0`` or ``ZODB_JSON_CODEC_REQUIRE_EXT=1``: the
   Cython twins are required, a build that cannot make them fails;
@@ -55,14 +55,14 @@ else:
     HAVE_CYTHON = True
 
 
-class CompiledTwinsUnavailable(RuntimeError):
+class CythonTwinsUnavailable(RuntimeError):
     """The Cython twins are required (ZODB_JSON_CODEC_PURE_PYTHON=0 or ZODB_JSON_CODEC_REQUIRE_EXT=1) but cannot be built."""
 
 
 def fall_back(reason):
     """One line on stderr (or an error when the Cython twins are required)."""
     if REQUIRED:
-        raise CompiledTwinsUnavailable(f"the Cython twins of zodb-json-codec are required, but {reason}")
+        raise CythonTwinsUnavailable(f"the Cython twins of zodb-json-codec are required, but {reason}")
     print(
         f"WARNING: zodb-json-codec: {reason}, so only its Python twin is installed (several times slower); "
         f"for the Cython twins, {SWITCH.HOW_TO_COMPILE}",
@@ -83,7 +83,7 @@ class all_or_nothing_build_ext(build_ext):
             return
         try:
             super().run()
-        except CompiledTwinsUnavailable:
+        except CythonTwinsUnavailable:
             raise
         except Exception as exc:  # no compiler at all (e.g. no MSVC) fails before any extension
             self._give_up(f"its C extensions could not be built ({type(exc).__name__}: {exc})")

@@ -60,7 +60,6 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 REPO = Path(__file__).resolve().parent.parent
 QUICK_DATABASE = REPO / "tests" / "data" / "public.fs"
-MAKE_CORPUS = REPO.parent / "shared" / "tools" / "make_corpus.py"
 
 # Run order: load needs a dump, pg-import a table that pg-export wrote.
 COMMANDS = ("dump", "load", "pg-export", "pg-import", "stats", "verify")
@@ -391,8 +390,8 @@ def markdown(runs: Sequence[Run]) -> str:
     return "\n".join(lines)
 
 
-def make_database(make_corpus: Path, scale: int, out: Path, seed: int) -> None:
-    if not make_corpus.is_file():
+def make_database(make_corpus: Optional[Path], scale: int, out: Path, seed: int) -> None:
+    if make_corpus is None or not make_corpus.is_file():
         raise SystemExit(f"bigdb: no {make_corpus}; name make_corpus.py with --make-corpus")
     if out.exists():
         # make_corpus.py would silently replace it.
@@ -475,8 +474,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="first build OUT.fs with make_corpus.py --scale SCALE (OUT.fs must not exist); repeatable")
     p.add_argument("--rechunk", nargs=3, action="append", default=[], metavar=("N", "SOURCE.fs", "OUT.fs"),
                    help="first copy SOURCE.fs into OUT.fs with at most N records per transaction; repeatable")
-    p.add_argument("--make-corpus", type=Path, default=MAKE_CORPUS, metavar="PY",
-                   help="make_corpus.py for --make (default: ../shared/tools/make_corpus.py from the repository)")
+    p.add_argument("--make-corpus", type=Path, metavar="PY",
+                   help="the corpus generator script for --make (make_corpus.py, not part of this repository)")
     p.add_argument("--seed", type=int, default=7, help="make_corpus.py --seed for --make (default: %(default)s)")
     p.add_argument("--quick", action="store_true", help=f"smoke test on {QUICK_DATABASE.relative_to(REPO)} (no PATH)")
     p.add_argument("--commands", type=_names, default=list(COMMANDS), metavar="C,C",

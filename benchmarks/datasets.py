@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # largetext, plonelike
 import largetext  # noqa: E402
 
 
-# record(), deep() and synthetic() are copied verbatim from shared/tools/compare.py, so the
-# numbers compare with the ones the Rust codec publishes for the same shapes.
+# record(), deep() and synthetic() build the same records as the Rust codec's own benchmark
+# sets (same shapes, same sizes), so the numbers compare with the ones it publishes.
 def record(module, name, state):
     return pickle.dumps((module, name), 3) + pickle.dumps(state, 3)
 

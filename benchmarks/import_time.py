@@ -5,8 +5,8 @@
 Each contender is a Python executable (typically a virtualenv holding one
 wheel) and optional environment settings, e.g.::
 
-    python benchmarks/import_time.py compiled=/tmp/ours/bin/python \\
-        pure=/tmp/ours/bin/python:ZODB_JSON_CODEC_PURE_PYTHON=1 rust=/tmp/rust/bin/python
+    python benchmarks/import_time.py cython=/tmp/ours/bin/python \\
+        python=/tmp/ours/bin/python:ZODB_JSON_CODEC_PURE_PYTHON=1 rust=/tmp/rust/bin/python
 
 Per round, every contender runs ``python -X importtime -c "import
 zodb_json_codec"`` in a fresh process (contenders alternating, the order

@@ -181,7 +181,7 @@ def gather_contenders(rust: Optional[ModuleType]) -> Tuple[Dict[str, Contender],
     try:
         contenders["cython"] = _contender("cython", *_impl.import_twin("cython"))
     except ImportError as exc:
-        state = "installed but does not import" if _impl.compiled_installed() else "not built"
+        state = "installed but does not import" if _impl.cython_installed() else "not built"
         notes.append(f"compiled: column omitted, the Cython twin is {state} ({exc})")
     contenders["python"] = _contender("python", *_impl.import_twin("python"))
     for name in OURS:

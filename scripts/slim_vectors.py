@@ -1,9 +1,10 @@
 """Copy the reference vectors of the shared corpus into tests/data, keeping only what the tests use.
 
-    python scripts/slim_vectors.py [--shared DIR]
+    python scripts/slim_vectors.py --shared DIR
 
 Reads DIR/corpus/public.reference.jsonl and wikipedia.reference.jsonl.gz
-(DIR defaults to ../shared beside the checkout, i.e. /work/shared) and writes
+(DIR: the directory that holds the Rust codec's outputs for the corpus,
+which is not part of this repository) and writes
 tests/data/public.vectors.jsonl.gz and tests/data/wikipedia.vectors.jsonl.gz:
 one compact JSON line per record with oid, tid, record (base64), dict and
 pg_json (the reference codec's outputs) and its lossless / pg_lossless
@@ -38,7 +39,8 @@ def slim(source: Path, target: Path) -> int:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--shared", type=Path, default=ROOT.parent / "shared")
+    ap.add_argument("--shared", type=Path, required=True, metavar="DIR",
+                    help="the directory with corpus/public.reference.jsonl and corpus/wikipedia.reference.jsonl.gz")
     args = ap.parse_args()
     out_dir = ROOT / "tests" / "data"
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -36,7 +36,7 @@ import pytest
 
 from corpus import record, vectors
 from strictcompare import diff
-from zodb_json_codec import _fidelity
+from zodb_json_codec._db import fidelity as _fidelity
 from zodb_json_codec._jsonread import read_json
 
 TESTS = Path(__file__).resolve().parent

@@ -36,7 +36,7 @@ BUILD_VARS = (
     "CC", "LDSHARED", "CFLAGS", "LDFLAGS", "CPPFLAGS",
 )
 WARNING = "WARNING: zodb-json-codec:"
-REQUIRED_ERROR = "CompiledTwinsUnavailable: the Cython twins of zodb-json-codec are required, but"
+REQUIRED_ERROR = "CythonTwinsUnavailable: the Cython twins of zodb-json-codec are required, but"
 
 pytestmark = pytest.mark.skipif(not (ROOT / "setup.py").exists(), reason="no source tree beside the tests")
 # CC=false stands for "no compiler"; setuptools' MSVC support does not read CC.

@@ -15,7 +15,7 @@ import pytz
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zodb_json_codec import _fidelity
+from zodb_json_codec._db import fidelity as _fidelity
 
 APPENDIX_A = (
     b"\x80\x03cpersistent.mapping\nPersistentMapping\nq\x00.\x80\x03}q\x01X\x04\x00\x00\x00dataq\x02}q\x03"

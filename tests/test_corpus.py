@@ -17,7 +17,7 @@ from ZODB.utils import u64
 
 from corpus import NAMES, faithful, record, vectors
 from pgjsonb import jsonb_texts
-from zodb_json_codec import _fidelity
+from zodb_json_codec._db import fidelity as _fidelity
 
 # Records whose original bytes the object-graph comparison itself cannot load:
 # both were assembled from two separately pickled protocol 4/5 pickles, so

@@ -19,7 +19,7 @@ from typing import Dict, List, Optional, Tuple
 import pytest
 
 import corpus
-from zodb_json_codec._fidelity import load_record, same
+from zodb_json_codec._db.fidelity import load_record, same
 
 from ZODB.FileStorage import FileStorage
 

@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from zodb_json_codec._fidelity import Inert, load_record, same
+from zodb_json_codec._db.fidelity import Inert, load_record, same
 
 PM = ("persistent.mapping", "PersistentMapping")
 

@@ -30,7 +30,7 @@ from ZODB.serialize import referencesf
 
 import cpython_pickle
 import zodbapp
-from zodb_json_codec import _fidelity
+from zodb_json_codec._db import fidelity as _fidelity
 
 # 150 examples per property keeps the suite fast; set CODEC_HYPOTHESIS_EXAMPLES
 # for a longer hunt.

@@ -42,7 +42,8 @@ CHILD = textwrap.dedent(
 
     before = snapshot()
     import zodb_json_codec
-    from zodb_json_codec import _fidelity, _impl, _jsonread, cli
+    from zodb_json_codec import _impl, _jsonread, cli
+    from zodb_json_codec._db import fidelity  # noqa: F401
     decoder, encoder = _impl.import_twin(zodb_json_codec.IMPLEMENTATION)
     after_import = snapshot()
 

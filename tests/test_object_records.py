@@ -26,7 +26,7 @@ from ZODB.tests.PackableStorage import C, Object, Root, dumps, pdumps
 from ZODB.utils import p64, u64
 
 from pgjsonb import record_after_jsonb
-from zodb_json_codec import _fidelity
+from zodb_json_codec._db import fidelity as _fidelity
 
 PACKABLE = "ZODB.tests.PackableStorage"
 

@@ -37,7 +37,7 @@ from ZODB.tests.StorageTestBase import ZERO, zodb_pickle
 
 from pgjsonb import JsonbConnection
 from twinloader import load_twin
-from zodb_json_codec import _fidelity
+from zodb_json_codec._db import fidelity as _fidelity
 from zodb_json_codec._jsonread import read_json
 
 MIXINS = (

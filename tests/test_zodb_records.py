@@ -43,7 +43,7 @@ from ZODB.utils import p64, u64
 import cpython_pickle
 import zodbapp
 from pgjsonb import jsonb_texts, record_after_jsonb
-from zodb_json_codec import _fidelity
+from zodb_json_codec._db import fidelity as _fidelity
 
 UTC = datetime.timezone.utc
 TREE_SIZE = 3000

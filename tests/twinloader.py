@@ -43,6 +43,6 @@ def load_twin(implementation: str) -> SimpleNamespace:
     except ImportError as exc:
         if mode == _impl.CYTHON:
             pytest.fail(f"Cython twin required (ZODB_JSON_CODEC_PURE_PYTHON=0) but not importable: {exc}")
-        if _impl.compiled_installed():
+        if _impl.cython_installed():
             pytest.fail(f"Cython twin installed but broken: {exc}")
         pytest.skip(f"Cython twin not built: {exc}")

@@ -1,8 +1,8 @@
-"""Rules shared by both twins: errors, limits, marker shapes, base64 and number text.
+"""Basics every module may use: the error type, limits, argument checks, base64, number text.
 
-The mapping between pickled values and JSON markers is decided here once;
-the Python twins (``_decode_python``, ``_encode_python``) and their Cython
-twins call these functions for everything that is not a hot loop.
+It imports nothing of the package.  What the markers are lives in ``_known``;
+which value becomes which marker in ``_decode_known`` and back in
+``_encode_known`` (docs/design.md, "Module layout").
 """
 
 from __future__ import annotations
@@ -79,109 +79,8 @@ def b64decode(text: Any, what: str = "@b") -> bytes:
 
 
 # ---------------------------------------------------------------------------
-# Markers: one function decides what is a marker, for decoder and encoder.
+# Text PostgreSQL cannot store
 # ---------------------------------------------------------------------------
-
-_ANY = object
-
-# Single-key markers and the type their value must have to be one.
-_ONE_KEY: dict = {
-    "@t": list, "@b": str, "@bi": str, "@d": list, "@set": list, "@fset": list,
-    "@ref": _ANY, "@pkl": str, "@dt": str, "@date": str, "@time": str, "@td": list,
-    "@dec": str, "@uuid": str, "@cls": list, "@reduce": dict, "@newobj": dict,
-    "@inst": dict, "@ns": str, "@su": str, "@f": str,
-}
-
-# Multi-key shapes (as frozensets of keys) -> a name for the encoder.
-_MULTI_KEY = {
-    frozenset(("@cls", "@s")): "instance",
-    frozenset(("@cls", "@s", "@items")): "instance",
-    frozenset(("@cls", "@s", "@appends")): "instance",
-    frozenset(("@cls", "@s", "@items", "@appends")): "instance",
-    frozenset(("@dt", "@tz")): "@dt",
-    frozenset(("@time", "@tz")): "@time",
-    # Wrappers the reference writes inside states and reduce arguments; user
-    # dicts of these shapes are escaped so they can never be misread.
-    frozenset(("@args", "@state")): "wrapper",
-    frozenset(("@obj", "@state")): "wrapper",
-    frozenset(("@callable", "@args", "@state")): "wrapper",
-    frozenset(("@args", "@kwargs")): "wrapper",
-}
-
-# BTree state shapes, markers only as the state of a BTree-family object.
-_BTREE_KEYS = {
-    frozenset(("@kv",)): "@kv", frozenset(("@ks",)): "@ks",
-    frozenset(("@kv", "@next")): "@kv", frozenset(("@ks", "@next")): "@ks",
-    frozenset(("@children", "@first")): "@children",
-}
-
-# Prefixes of keys that stand for a key text PostgreSQL cannot store.
-ESCAPED_KEY_PREFIXES = ("@ns:", "@su:")
-
-
-def _is_cls_value(v: Any) -> bool:
-    return type(v) is list and len(v) == 2 and isinstance(v[0], str) and isinstance(v[1], str)
-
-
-def marker_kind(d: dict, btree: bool = False) -> Optional[str]:
-    """The marker a dict stands for, or None for a plain dict.
-
-    Decoder and encoder both call this: the decoder writes any user dict for
-    which it returns a kind in the ``@d`` pair form, so that the encoder,
-    which dispatches on it, reads every decoded dict back as what it was.
-    """
-    n = len(d)
-    if n == 0 or n > 4:
-        return None
-    if n == 1:
-        for key in d:
-            break
-        if type(key) is not str or key[:1] != "@":
-            return None
-        want = _ONE_KEY.get(key)
-        if want is None:
-            if btree and key in ("@kv", "@ks"):
-                return key if type(d[key]) is list else None
-            return None
-        value = d[key]
-        if want is _ANY:
-            return key
-        if key == "@cls":
-            return key if _is_cls_value(value) else None
-        return key if isinstance(value, want) else None
-    for key in d:
-        if type(key) is not str or key[:1] != "@":
-            return None
-    keys = frozenset(d)
-    kind = _MULTI_KEY.get(keys)
-    if kind == "instance":
-        return kind if _is_cls_value(d["@cls"]) else None
-    if kind in ("@dt", "@time"):
-        return kind if isinstance(d[kind], str) and isinstance(d["@tz"], dict) else None
-    if kind is None and btree:
-        return _BTREE_KEYS.get(keys)
-    return kind
-
-
-def unescape_key(key: str) -> Optional[str]:
-    """The key text an ``@ns:``/``@su:`` key stands for, or None if it is a plain key.
-
-    Only a key the decoder could have written counts: valid base64 of a text
-    that PostgreSQL could not store (one with U+0000, or a lone surrogate).
-    """
-    prefix = key[:4]
-    if prefix not in ESCAPED_KEY_PREFIXES:
-        return None
-    try:
-        raw = b64decode(key[4:], "key")
-        if prefix == "@ns:":
-            text = raw.decode("utf-8")
-            return text if "\x00" in text else None
-        text = raw.decode("utf-8", "surrogatepass")
-        return text if has_surrogate(text) else None
-    except (CodecError, UnicodeDecodeError):
-        return None
-
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -268,11 +167,11 @@ def float_from_marker(text: Any) -> float:
 
 
 def float_text(value: float, plus_exponent: bool, positional_integers: bool) -> str:
-    """A finite float spelled as the reference writes it (REFERENCE 3.5).
+    """A finite float spelled by docs/format.md, "Float spelling".
 
     ``plus_exponent``: ``1e+16`` (pickle_to_json) rather than ``1e16``.
     ``positional_integers``: integral floats that would need an exponent are
-    written out with ``.0`` so PostgreSQL keeps them floats (CONTRACT L4).
+    written out with ``.0`` so PostgreSQL keeps them floats.
     """
     r = repr(value)
     if "e" not in r:
@@ -302,25 +201,6 @@ def float_text(value: float, plus_exponent: bool, positional_integers: bool) -> 
     if exp >= 0 and plus_exponent:
         return f"{sign}{text}e+{exp}"
     return f"{sign}{text}e{exp}"
-
-
-# ---------------------------------------------------------------------------
-# BTrees (REFERENCE 6.1)
-# ---------------------------------------------------------------------------
-
-def btree_kind(module: str, name: str) -> Optional[tuple]:
-    """(is_tree, is_map) for a BTrees class, or None for any other class."""
-    if not module.startswith("BTrees.") or module == "BTrees.Length":
-        return None
-    if name.endswith("BTree"):
-        return (True, True)
-    if name.endswith("Bucket"):
-        return (False, True)
-    if name.endswith("TreeSet"):
-        return (True, False)
-    if name.endswith("Set"):
-        return (False, False)
-    return None
 
 
 # ---------------------------------------------------------------------------

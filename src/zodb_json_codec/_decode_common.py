@@ -10,12 +10,13 @@ from __future__ import annotations
 import binascii
 from typing import Any, Optional, Tuple
 
-from . import _known
+from . import _decode_known, _known
 from ._common import (
-    I64_MAX, I64_MIN, MAX_BIGINT_BITS, MAX_DEPTH, STDLIB_JSON_DEPTH, CodecError, b64encode, btree_kind,
-    decimal_to_int, float_marker, int_to_decimal, rebuild_tree, unescape_key,
+    I64_MAX, I64_MIN, MAX_BIGINT_BITS, MAX_DEPTH, STDLIB_JSON_DEPTH, CodecError, b64encode, decimal_to_int,
+    float_marker, int_to_decimal, rebuild_tree,
 )
-from ._jsontext_python import check_class_names
+from ._decode_known import REDUCE, check_class_names
+from ._known import btree_kind, unescape_key
 
 # Flags describing what a decoded value holds, so the PostgreSQL paths only
 # walk the tree again when something in it needs rewriting.
@@ -25,9 +26,6 @@ F_FLOAT = 4        # NaN, +-inf or -0.0
 F_EXP_FLOAT = 8    # a float whose repr uses an exponent
 F_ESCAPED_KEY = 16  # a key that looks like "@ns:..." / "@su:..."
 F_SHALLOW = 32     # few enough containers for json.dumps's recursion (the Python twin's fast path)
-
-# Kinds of objects under construction (REDUCE / NEWOBJ results).
-REDUCE, NEWOBJ = 0, 1
 
 # Both decoders count the opcodes they run that make a container (lists,
 # dicts, tuples, sets, objects, references).  Each adds at most three levels
@@ -78,7 +76,7 @@ def render_obj(obj: Obj, objs: dict) -> None:
     if obj.kind == REDUCE:
         known = None
         if not obj.built and obj.items is None and obj.appends is None:
-            known = _known.recognize_reduce(callable_, args, objs)
+            known = _decode_known.recognize_reduce(callable_, args, objs)
         content = known if known is not None else generic_call(obj, "@reduce")
     else:
         plain_newobj = (obj.built and obj.kwargs is None and is_global(callable_)
@@ -87,14 +85,14 @@ def render_obj(obj: Obj, objs: dict) -> None:
             module, name = callable_["@cls"]
             state = obj.state
             if type(args) is dict and args.get("@t") == [] and (module, name) == ("uuid", "UUID"):
-                uuid_text = _known.uuid_from_state(state)
+                uuid_text = _decode_known.uuid_from_state(state)
                 if uuid_text is not None and obj.items is None and obj.appends is None:
                     value.clear()
                     value["@uuid"] = uuid_text
                     return
             kind = btree_kind(module, name)
             if kind is not None:
-                state = _known.btree_state(state, kind[0], kind[1])
+                state = _decode_known.btree_state(state, kind[0], kind[1])
             if args["@t"]:
                 state = {"@args": args, "@state": state}
             content = {"@cls": [module, name], "@s": state}

@@ -28,8 +28,9 @@ from libc.math cimport fabs, isinf, isnan, signbit
 
 from ._opcodes cimport *
 
-from . import _known
-from ._common import MAX_DEPTH, CodecError, b64encode, bytes_argument, marker_kind
+from . import _decode_known, _known
+from ._common import MAX_DEPTH, CodecError, b64encode, bytes_argument
+from ._known import marker_kind
 from . import _decode_common
 from ._decode_common import (
     Unrepresentable, check_class_names_at_offset_0, finish, float_line, generic_call, global_lines, in_state,
@@ -61,8 +62,8 @@ cdef enum:
 
 if (F_NUL, F_SURROGATE, F_FLOAT, F_EXP_FLOAT, F_ESCAPED_KEY, K_REDUCE, K_NEWOBJ) != (
         _decode_common.F_NUL, _decode_common.F_SURROGATE, _decode_common.F_FLOAT,
-        _decode_common.F_EXP_FLOAT, _decode_common.F_ESCAPED_KEY, _decode_common.REDUCE,
-        _decode_common.NEWOBJ):
+        _decode_common.F_EXP_FLOAT, _decode_common.F_ESCAPED_KEY, _decode_known.REDUCE,
+        _decode_known.NEWOBJ):
     raise ImportError("zodb_json_codec._decode_cython was built against other decoder flags")
 
 cdef Py_ssize_t C_MAX_DEPTH = MAX_DEPTH
@@ -323,7 +324,7 @@ cdef dict _content(_CObj obj, _Context ctx):
 
 
 cdef object _uuid_from_state(object state):
-    """_known.uuid_from_state: the @uuid text of a UUID whose state is exactly {"int": value}."""
+    """_decode_known.uuid_from_state: the @uuid text of a UUID whose state is exactly {"int": value}."""
     if type(state) is not dict or len(<dict>state) != 1 or "int" not in <dict>state:
         return None
     value = (<dict>state)["int"]
@@ -369,7 +370,7 @@ cdef inline object _tuple_items(object v):
 
 
 cdef object _btree_state(object state, bint is_tree, bint is_map):
-    """_known.btree_state in C: the flattened form of a BTree/bucket/set state, or the state itself."""
+    """_decode_known.btree_state in C: the flattened form of a BTree/bucket/set state, or the state itself."""
     cdef list items, level, flat
     if state is None:
         return None
@@ -478,7 +479,7 @@ cdef Py_ssize_t _b64_small(object v, unsigned char* out, Py_ssize_t cap):
 
 
 cdef inline bint _plain_text(object s):
-    """As _known._plain_text: ASCII without U+0000."""
+    """As _decode_known._plain_text: ASCII without U+0000."""
     if type(s) is not str or not PyUnicode_IS_ASCII(s):
         return False
     cdef Py_ssize_t n = PyUnicode_GET_LENGTH(s)
@@ -486,7 +487,7 @@ cdef inline bint _plain_text(object s):
 
 
 cdef object _pending_items(object v, _Context ctx, str module, str name):
-    """Args items of an unbuilt REDUCE of module.name (as _known._pending_call), else None."""
+    """Args items of an unbuilt REDUCE of module.name (as _decode_known._pending_call), else None."""
     if type(v) is not dict or not ctx.objs:
         return None
     cdef PyObject* found = PyDict_GetItem(ctx.objs, _id(v))
@@ -530,7 +531,7 @@ cdef int _date_text(char* out, int year, int month, int day):
 
 
 cdef object _fixed_offset(object tz, _Context ctx):
-    """"+HH:MM" of timezone(timedelta(d, s, us)) as _known._tz_marker writes it; None: no zone;
+    """"+HH:MM" of timezone(timedelta(d, s, us)) as _decode_known._tz_marker writes it; None: no zone;
     _UNSURE: another zone shape."""
     items = _pending_items(tz, ctx, "datetime", "timezone")
     if items is None or len(<list>items) != 1:
@@ -618,7 +619,7 @@ cdef object _date_marker(list items):
 
 
 cdef object _recognize(object callable_, object args, _Context ctx):
-    """_known.recognize_reduce: the usual shapes here, the rest by it."""
+    """_decode_known.recognize_reduce: the usual shapes here, the rest by it."""
     names = _global_names(callable_)
     if names is None or not _is_one_key(args, "@t"):
         return None
@@ -657,7 +658,7 @@ cdef object _recognize(object callable_, object args, _Context ctx):
     else:
         return None
     if known is _UNSURE:
-        return _known.recognize_reduce(callable_, args, ctx.objs)
+        return _decode_known.recognize_reduce(callable_, args, ctx.objs)
     return known
 
 
@@ -1615,10 +1616,10 @@ cdef object _OBJECT_RECORD = object()
 
 
 cdef object _class_metadata(object klass, _Context ctx):
-    """_known.class_metadata: sets ctx.module and ctx.name, returns the class arguments (or None),
+    """_decode_known.class_metadata: sets ctx.module and ctx.name, returns the class arguments (or None),
     or _OBJECT_RECORD (names "") when the first pickle is not class metadata.
 
-    ZODB's forms are read here, the rest by _known."""
+    ZODB's forms are read here, the rest by _decode_known."""
     cdef object names = _global_names(klass)
     if names is not None:  # ZODB writes the class alone when it has no arguments
         ctx.module, ctx.name = names
@@ -1633,7 +1634,7 @@ cdef object _class_metadata(object klass, _Context ctx):
         if names is not None:  # (class, arguments)
             ctx.module, ctx.name = names
             return items[1]
-    meta = _known.class_metadata(klass)
+    meta = _decode_known.class_metadata(klass)
     if meta is None:
         ctx.module = ctx.name = ""
         return _OBJECT_RECORD

@@ -18,10 +18,12 @@ import binascii
 import struct
 from typing import Any, List, Optional, Tuple
 
-from . import _known
-from ._common import CodecError, b64encode, btree_kind, bytes_argument, marker_kind
+from . import _decode_known
+from ._common import CodecError, b64encode, bytes_argument
+from ._decode_known import NEWOBJ, REDUCE
+from ._known import btree_kind, marker_kind
 from ._decode_common import (
-    DEEP_CONTAINERS, F_ESCAPED_KEY, F_EXP_FLOAT, F_FLOAT, F_NUL, F_SHALLOW, F_SURROGATE, NEWOBJ, REDUCE,
+    DEEP_CONTAINERS, F_ESCAPED_KEY, F_EXP_FLOAT, F_FLOAT, F_NUL, F_SHALLOW, F_SURROGATE,
     SHALLOW_CONTAINERS, Obj, Unrepresentable, check_class_names_at_offset_0, finish, float_flags, float_line,
     global_lines, in_state, int_line, int_value, long_line, memo_index, object_record_state, persid_line,
     render_obj, string_line, text_line, unicode_line,
@@ -793,7 +795,7 @@ def _decode_record(data: Any, compact: bool = True) -> Tuple[str, str, Any, List
                 ctx.refs[:0] = class_ref_list
             elif problem is not None:
                 raise problem
-        meta = _known.class_metadata(klass)
+        meta = _decode_known.class_metadata(klass)
         if meta is None:  # an object record: the first pickle's value is kept in the state
             module = name = ""
             args = None
@@ -803,7 +805,7 @@ def _decode_record(data: Any, compact: bool = True) -> Tuple[str, str, Any, List
             ctx.flags |= F_NUL
         kind = btree_kind(module, name)
         if kind is not None:
-            state = _known.btree_state(state, kind[0], kind[1])
+            state = _decode_known.btree_state(state, kind[0], kind[1])
         if args is not None:
             state = {"@args": args, "@state": state}
         if b"@ns:" in data or b"@su:" in data:

@@ -30,10 +30,9 @@ cimport cython
 
 import struct
 
-from . import _known
-from ._common import (
-    MAX_DEPTH, CodecError, b64decode, btree_kind, decimal_to_int, float_from_marker, unescape_key,
-)
+from . import _encode_known, _known
+from ._common import MAX_DEPTH, CodecError, b64decode, decimal_to_int, float_from_marker
+from ._known import btree_kind, unescape_key
 from ._jsonread import read_json
 
 cdef extern from "Python.h":
@@ -227,8 +226,8 @@ cdef extern from *:
 # Limits, read once from _common.
 cdef Py_ssize_t _MAX_DEPTH = MAX_DEPTH
 
-_Global = _known.Global
-_Call = _known.Call
+_Global = _encode_known.Global
+_Call = _encode_known.Call
 _pack_I = struct.Struct("<I").pack
 _pack_i = struct.Struct("<i").pack
 _REDUCE_KEYS = ("callable", "args", "state", "items", "appends")
@@ -1425,7 +1424,7 @@ cdef int _btree_state(Writer* w, object state, int is_tree, Py_ssize_t depth) ex
 # ---------------------------------------------------------------------------
 
 cdef int _call(Writer* w, object call, Py_ssize_t depth) except -1:
-    """A ``_known.Call``: callable, arguments tuple, REDUCE (see _encode_python._Writer.call)."""
+    """A ``_encode_known.Call``: callable, arguments tuple, REDUCE (see _encode_python._Writer.call)."""
     cdef Py_ssize_t n
     callable_ = call.callable
     if type(callable_) is _Global:
@@ -1462,7 +1461,7 @@ cdef inline long _number(const unsigned char* p, Py_ssize_t i, Py_ssize_t j) noe
 
 
 cdef inline long _fraction(const unsigned char* p, Py_ssize_t i, Py_ssize_t j) noexcept:
-    """_known._fraction: the first six digits, right-padded with zeros."""
+    """_encode_known._fraction: the first six digits, right-padded with zeros."""
     cdef long v = 0
     cdef int k
     for k in range(6):
@@ -1472,7 +1471,7 @@ cdef inline long _fraction(const unsigned char* p, Py_ssize_t i, Py_ssize_t j) n
 
 
 cdef int _offset(const unsigned char* p, Py_ssize_t i, Py_ssize_t n, long long* total) noexcept:
-    """_known._offset_us of p[i:n]: 0 none, 1 an offset in *total, -1 not a shape handled here."""
+    """_encode_known._offset_us of p[i:n]: 0 none, 1 an offset in *total, -1 not a shape handled here."""
     cdef long long t
     if i == n:
         return 0
@@ -1500,7 +1499,7 @@ cdef int _offset(const unsigned char* p, Py_ssize_t i, Py_ssize_t n, long long* 
 
 @cython.cdivision(True)
 cdef int _timezone(Writer* w, long long total) except -1:
-    """_known.timezone_call(total): datetime.timezone(datetime.timedelta(microseconds=total))."""
+    """_encode_known.timezone_call(total): datetime.timezone(datetime.timedelta(microseconds=total))."""
     cdef long long day = 86400000000LL, days, rest
     days = total // day if total >= 0 else -((-total + day - 1) // day)
     rest = total - days * day
@@ -1581,7 +1580,7 @@ cdef int _m_dt(Writer* w, object text, object tz, Py_ssize_t depth) except -1:
     cdef long long total
     cdef int offset
     if tz is None and type(text) is str and PyUnicode_IS_ASCII(text):
-        # datetime.datetime(state[, timezone(timedelta(...))]), as _known.datetime_call builds it.
+        # datetime.datetime(state[, timezone(timedelta(...))]), as _encode_known.datetime_call builds it.
         n = PyUnicode_GET_LENGTH(text)
         p = <const unsigned char*>PyUnicode_DATA(text)
         if (_date_part(p, n, state, &end) == 0 and end < n and p[end] == b"T"
@@ -1594,7 +1593,7 @@ cdef int _m_dt(Writer* w, object text, object tz, Py_ssize_t depth) except -1:
                     _timezone(w, total)
                     return _op2(w, TUPLE2, REDUCE)
                 return _op2(w, TUPLE1, REDUCE)
-    return _call(w, _known.datetime_call(text, tz), depth)
+    return _call(w, _encode_known.datetime_call(text, tz), depth)
 
 
 cdef int _m_time(Writer* w, dict d, Py_ssize_t depth) except -1:
@@ -1616,7 +1615,7 @@ cdef int _m_time(Writer* w, dict d, Py_ssize_t depth) except -1:
                     _timezone(w, total)
                     return _op2(w, TUPLE2, REDUCE)
                 return _op2(w, TUPLE1, REDUCE)
-    return _call(w, _known.time_call(text, d.get("@tz")), depth)
+    return _call(w, _encode_known.time_call(text, d.get("@tz")), depth)
 
 
 cdef int _m_date(Writer* w, object text, Py_ssize_t depth) except -1:
@@ -1632,7 +1631,7 @@ cdef int _m_date(Writer* w, object text, Py_ssize_t depth) except -1:
             _text(w, b"cdatetime\ndate\nC\x04", 17)
             _raw(w, state, 4)
             return _op2(w, TUPLE1, REDUCE)
-    return _call(w, _known.date_call(text), depth)
+    return _call(w, _encode_known.date_call(text), depth)
 
 
 cdef int _m_td(Writer* w, object parts, Py_ssize_t depth) except -1:
@@ -1645,7 +1644,7 @@ cdef int _m_td(Writer* w, object parts, Py_ssize_t depth) except -1:
         _int(w, <object>PyList_GET_ITEM(parts, 1))
         _int(w, <object>PyList_GET_ITEM(parts, 2))
         return _op2(w, TUPLE3, REDUCE)
-    return _call(w, _known.timedelta_call(parts), depth)
+    return _call(w, _encode_known.timedelta_call(parts), depth)
 
 
 cdef int _m_dec(Writer* w, object text, Py_ssize_t depth) except -1:
@@ -1653,7 +1652,7 @@ cdef int _m_dec(Writer* w, object text, Py_ssize_t depth) except -1:
         _text(w, b"cdecimal\nDecimal\n", 17)
         _str(w, <str>text)
         return _op2(w, TUPLE1, REDUCE)
-    return _call(w, _known.decimal_call(text), depth)
+    return _call(w, _encode_known.decimal_call(text), depth)
 
 
 cdef int _uuid_head(Writer* w) except -1:
@@ -1665,7 +1664,7 @@ cdef int _m_uuid(Writer* w, object text) except -1:
     cdef uint64_t hi = 0, lo = 0
     cdef int i, k = 0, digit
     if type(text) is str and PyUnicode_IS_ASCII(text) and PyUnicode_GET_LENGTH(text) == 36:
-        # The canonical 8-4-4-4-12 spelling; anything else through _known.uuid_int.
+        # The canonical 8-4-4-4-12 spelling; anything else through _encode_known.uuid_int.
         p = <const unsigned char*>PyUnicode_DATA(text)
         for i in range(36):
             if i == 8 or i == 13 or i == 18 or i == 23:
@@ -1684,7 +1683,7 @@ cdef int _m_uuid(Writer* w, object text) except -1:
             _uuid_head(w)
             _uint128(w, hi, lo)
             return _op2(w, SETITEM, BUILD)
-    return _uuid(w, _known.uuid_int(text))
+    return _uuid(w, _encode_known.uuid_int(text))
 
 
 cdef int _uuid(Writer* w, object value) except -1:
@@ -1732,7 +1731,7 @@ cdef int _native(Writer* w, object v, Py_ssize_t depth) except -1:
             _text(w, b"cbuiltins\nfrozenset\n", 20)
         _value(w, list(v), depth)
         return _op2(w, TUPLE1, REDUCE)
-    known = _known.native_call(v)
+    known = _encode_known.native_call(v)
     if known is None:
         raise TypeError(f"cannot encode a value of type {t.__module__}.{t.__qualname__}")
     if type(known) is tuple:

@@ -13,11 +13,9 @@ from __future__ import annotations
 import struct
 from typing import Any, Callable, Iterator, List, Optional
 
-from . import _known
-from ._common import (
-    MAX_DEPTH, CodecError, b64decode, btree_kind, decimal_to_int, float_from_marker, marker_kind,
-    unescape_key,
-)
+from . import _encode_known, _known
+from ._common import MAX_DEPTH, CodecError, b64decode, decimal_to_int, float_from_marker
+from ._known import btree_kind, marker_kind, unescape_key
 from ._jsonread import read_json
 
 _PROTO3 = b"\x80\x03"
@@ -239,14 +237,14 @@ class _Writer:
     # -- markers -----------------------------------------------------------------
 
     def call(self, call: Any) -> None:
-        """A ``_known.Call``: callable, arguments tuple, REDUCE.
+        """A ``_encode_known.Call``: callable, arguments tuple, REDUCE.
 
         Calls stand for one value (a datetime, a decimal): their own few
         levels of callables and zones are not nesting, and their arguments
         are calls and scalars, written here.
         """
         callable_ = call.callable
-        if type(callable_) is _known.Global:
+        if type(callable_) is _encode_known.Global:
             self.global_(callable_.module, callable_.name)
         else:
             self.call(callable_)
@@ -263,7 +261,7 @@ class _Writer:
                 self.bytes(a)
             elif t is int:
                 self.int(a)
-            elif t is _known.Global:
+            elif t is _encode_known.Global:
                 self.global_(a.module, a.name)
             else:
                 self.call(a)
@@ -453,7 +451,7 @@ class _Writer:
             self.global_("builtins", "set" if t is set else "frozenset")
             return iter((list(v),)), _VALUES, depth, _SET_CLOSE
         else:
-            known = _known.native_call(v)
+            known = _encode_known.native_call(v)
             if known is None:
                 raise TypeError(f"cannot encode a value of type {t.__module__}.{t.__qualname__}")
             if type(known) is tuple:
@@ -506,27 +504,27 @@ def _m_global(w: _Writer, d: dict, depth: int) -> None:
 
 
 def _m_dt(w: _Writer, d: dict, depth: int) -> None:
-    w.call(_known.datetime_call(d["@dt"], d.get("@tz")))
+    w.call(_encode_known.datetime_call(d["@dt"], d.get("@tz")))
 
 
 def _m_time(w: _Writer, d: dict, depth: int) -> None:
-    w.call(_known.time_call(d["@time"], d.get("@tz")))
+    w.call(_encode_known.time_call(d["@time"], d.get("@tz")))
 
 
 def _m_date(w: _Writer, d: dict, depth: int) -> None:
-    w.call(_known.date_call(d["@date"]))
+    w.call(_encode_known.date_call(d["@date"]))
 
 
 def _m_td(w: _Writer, d: dict, depth: int) -> None:
-    w.call(_known.timedelta_call(d["@td"]))
+    w.call(_encode_known.timedelta_call(d["@td"]))
 
 
 def _m_dec(w: _Writer, d: dict, depth: int) -> None:
-    w.call(_known.decimal_call(d["@dec"]))
+    w.call(_encode_known.decimal_call(d["@dec"]))
 
 
 def _m_uuid(w: _Writer, d: dict, depth: int) -> None:
-    w.uuid(_known.uuid_int(d["@uuid"]))
+    w.uuid(_encode_known.uuid_int(d["@uuid"]))
 
 
 def _m_ns(w: _Writer, d: dict, depth: int) -> None:

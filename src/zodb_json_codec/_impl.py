@@ -5,7 +5,7 @@ Cython twins (``_decode_cython``, ``_encode_cython``) replace them when they are
 The environment decides (``_switch.requested_mode``, which the build reads too),
 once, at import:
 
-* nothing set: the Cython twins if they import, else the pure ones;
+* nothing set: the Cython twins if they import, else the Python twins;
 * ``ZODB_JSON_CODEC_PURE_PYTHON=0`` (or ``PURE_PYTHON=0``) or
   ``ZODB_JSON_CODEC_REQUIRE_EXT=1``: the Cython twins are required (their
   ImportError propagates);
@@ -45,7 +45,7 @@ def import_twin(implementation: str) -> Tuple[ModuleType, ModuleType]:
     return tuple(importlib.import_module(f"{__package__}.{name}") for name in TWINS[implementation])
 
 
-def compiled_installed() -> bool:
+def cython_installed() -> bool:
     """True when any module of the Cython twin is installed, importable or not."""
     return any(importlib.util.find_spec(f"{__package__}.{name}") is not None for name in TWINS["cython"])
 
@@ -58,7 +58,7 @@ def _choose() -> Tuple[str, ModuleType, ModuleType]:
         try:
             return ("cython",) + import_twin("cython")
         except Exception as exc:  # noqa: BLE001 - a broken build falls back, but never silently
-            if compiled_installed():
+            if cython_installed():
                 warnings.warn(
                     f"zodb_json_codec: the Cython twin is installed but does not import "
                     f"({type(exc).__name__}: {exc}); using the Python twin",

@@ -21,8 +21,10 @@ from typing import Any, List
 
 from ._common import (
     JSON_DEPTH_LIMIT, STDLIB_JSON_DEPTH, CodecError, b64encode, float_marker, float_text, has_surrogate,
-    marker_kind, rebuild_tree,
+    rebuild_tree,
 )
+from ._decode_known import check_class_names
+from ._known import marker_kind
 
 _dumps_compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False,
                                   check_circular=False).encode
@@ -67,14 +69,6 @@ def _escaped_key(k: str) -> str:
     if "\x00" in k:
         return "@ns:" + b64encode(k.encode("utf-8"))
     return k
-
-
-def check_class_names(v: Any) -> None:
-    """Module and class names go into JSON verbatim: PostgreSQL must be able to store them."""
-    for part in v:
-        if type(part) is str and ("\x00" in part or (not part.isascii() and has_surrogate(part))):
-            raise CodecError("a class module or name contains U+0000 or a lone surrogate, "
-                             "which PostgreSQL cannot store")
 
 
 def _sanitized_leaf(v: Any, pg: bool, integral_floats: bool) -> Any:

@@ -86,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
         "decode_zodb_record_for_pg_json writes it. Records the codec cannot decode are reported on "
         "standard error, and the exit status is 1.",
     )
+    p.set_defaults(handler=_dump)
     _add_path(p)
     p.add_argument("-o", "--output", metavar="OUT", help="write to OUT (complete or not at all) instead of standard output")
     _add_all(p, "")
@@ -98,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
         "oids and tids; lines must come in transaction order, as dump writes them. The new file appears "
         "only when complete.",
     )
+    p.set_defaults(handler=_load)
     p.add_argument("source", metavar="JSONL", help='the JSON Lines file, or "-" for standard input')
     p.add_argument("output", metavar="OUT.fs", help="the FileStorage to create (must not exist)")
     _add_jobs(p)
@@ -109,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
         "on any failure no table is left. With --part, each part adds its rows to a table shared by "
         "the parts (created by the first), in one transaction each.",
     )
+    p.set_defaults(handler=_pg_export)
     _add_path(p)
     _add_dsn(p)
     p.add_argument("--table", metavar="[SCHEMA.]TABLE",
@@ -125,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Read the rows in tid order and write them, encoded back, into a new FileStorage "
         "with their oids and tids. The new file appears only when complete.",
     )
+    p.set_defaults(handler=_pg_import)
     p.add_argument("output", metavar="OUT.fs", help="the FileStorage to create (must not exist)")
     _add_dsn(p)
     p.add_argument("--table", default="object_state", metavar="[SCHEMA.]TABLE",
@@ -140,6 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
         "current object of ORIGINAL (every revision, with --all) must be in PATH. "
         "Exits 1 if any record is lost, different, missing or cannot be decoded.",
     )
+    p.set_defaults(handler=_verify)
     _add_path(p)
     check = p.add_mutually_exclusive_group()
     check.add_argument("--pg", metavar="DSN", help="also send every state through a jsonb column of this PostgreSQL")
@@ -155,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="A table of the classes in a FileStorage, most records first: records, pickle bytes "
         "and bytes of state JSON text, and a total line.",
     )
+    p.set_defaults(handler=_stats)
     _add_path(p)
     _add_all(p, "")
     _add_jobs(p)
@@ -162,36 +168,56 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    if args.command == "dump":
-        from ._db.jsonl import dump
+# Handlers: one per command, bound to its sub-parser with set_defaults(handler=...).
+# Each imports its _db module when it runs, so that --help needs neither ZODB nor psycopg.
 
-        out.flush()
-        return dump(args.path, args.output, out.buffer, err, args.jobs, args.part, args.all_revisions)  # UTF-8 bytes
-    if args.command == "load":
-        from ._db.jsonl import load
+def _dump(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    from ._db.jsonl import dump
 
-        return load(args.source, args.output, out, err, sys.stdin.buffer, args.jobs)
-    if args.command == "pg-export":
-        from ._db.pg import export
+    out.flush()
+    return dump(args.path, args.output, stdout=out.buffer, err=err, jobs=args.jobs, part=args.part,  # UTF-8 bytes
+                all_revisions=args.all_revisions)
 
-        return export(args.path, args.dsn, args.table, args.all_revisions, args.part, args.jobs, out, err,
-                      replace=args.replace)
-    if args.command == "pg-import":
-        from ._db.pg import import_
 
-        return import_(args.dsn, args.table, args.output, args.jobs, out, err)
-    if args.command == "stats":
-        from ._db.stats import stats
+def _load(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    from ._db.jsonl import load
 
-        return stats(args.path, out, err, args.jobs, args.part, args.all_revisions)
+    return load(args.source, args.output, out=out, err=err, stdin=sys.stdin.buffer, jobs=args.jobs)
+
+
+def _pg_export(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    from ._db.pg import export
+
+    return export(args.path, args.table, dsn=args.dsn, out=out, err=err, all_revisions=args.all_revisions,
+                  part=args.part, jobs=args.jobs, replace=args.replace)
+
+
+def _pg_import(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    from ._db.pg import import_
+
+    return import_(args.table, args.output, dsn=args.dsn, out=out, err=err, jobs=args.jobs)
+
+
+def _verify(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     from ._db.verify import verify, verify_against
 
+    options = dict(out=out, err=err, show=args.show, jobs=args.jobs, part=args.part)
     if args.against is not None:
-        return verify_against(args.path, args.against, out, err, args.show, args.jobs, args.part, args.all_revisions)
+        return verify_against(args.path, args.against, all_revisions=args.all_revisions, **options)
     if args.all_revisions:
         raise CommandError("--all goes with --against (without it, verify checks every revision anyway)")
-    return verify(args.path, out, err, args.show, args.jobs, args.part, args.pg)
+    return verify(args.path, dsn=args.pg, **options)
+
+
+def _stats(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    from ._db.stats import stats
+
+    return stats(args.path, out=out, err=err, jobs=args.jobs, part=args.part, all_revisions=args.all_revisions)
+
+
+def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    """Run the command the arguments name, through the handler its sub-parser bound."""
+    return args.handler(args, out, err)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

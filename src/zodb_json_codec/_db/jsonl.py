@@ -111,12 +111,15 @@ def _output(path: Optional[str], stdout: IO[bytes]) -> Iterator[IO[bytes]]:
             os.remove(partial)
 
 
-def dump(path: Optional[str], output: Optional[str], stdout: IO[bytes], err: IO[str], jobs: int = 1,
+def dump(source: Optional[str], target: Optional[str], *, stdout: IO[bytes], err: IO[str], jobs: int = 1,
          part: Optional[Part] = None, all_revisions: bool = False) -> int:
-    """Write the records of a FileStorage as JSON Lines; exit status 1 if some could not be decoded."""
+    """Write the records of the FileStorage source as JSON Lines to target (None: stdout).
+
+    Exit status 1 if some could not be decoded.
+    """
     failed = 0
     progress = Progress("dump", err)
-    with open_storage(path) as storage, _output(output, stdout) as out:
+    with open_storage(source) as storage, _output(target, stdout) as out:
         try:
             for text, failures in map_records(records(storage, all_revisions, part), dump_batch, jobs, progress):
                 out.write(text)
@@ -149,8 +152,9 @@ def _lines(stream: IO[bytes], name: str) -> Iterator[Line]:
         yield Line(f"{name} line {number}", line, read / size if size else 0.0)
 
 
-def load(source: str, path: str, out: IO[str], err: IO[str], stdin: Optional[IO[bytes]] = None, jobs: int = 1) -> int:
-    """JSON Lines (a file, or "-" for stdin) into a new FileStorage at path, with their oids and tids."""
+def load(source: str, target: str, *, out: IO[str], err: IO[str], stdin: Optional[IO[bytes]] = None,
+         jobs: int = 1) -> int:
+    """JSON Lines (a file, or "-" for stdin) into a new FileStorage at target, with their oids and tids."""
     progress = Progress("load", err)
     with contextlib.ExitStack() as stack:
         if source == "-":
@@ -164,12 +168,12 @@ def load(source: str, path: str, out: IO[str], err: IO[str], stdin: Optional[IO[
             except OSError as exc:
                 raise CommandError(f"cannot read {source}: {exc.strerror}") from None
             name = source
-        target = stack.enter_context(new_storage(path))
+        storage = stack.enter_context(new_storage(target))
         stack.callback(progress.close)
         for batch in map_records(_lines(stream, name), load_batch, jobs, progress, prepare=lambda line: line[:2]):
             for oid, tid, data, where in batch:
-                target.add(oid, tid, data, where)
-    if not target.records:
+                storage.add(oid, tid, data, where)
+    if not storage.records:
         print(f"load: warning: {name} holds no records", file=err)
-    print(f"load: {target.records} records in {target.transactions} transactions into {path}", file=out)
+    print(f"load: {storage.records} records in {storage.transactions} transactions into {target}", file=out)
     return 0

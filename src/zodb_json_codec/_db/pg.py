@@ -167,9 +167,11 @@ def records_from_rows(batch: Sequence[Sequence[Any]]) -> List[Tuple[bytes, bytes
     return [record_from_row(row) for row in batch]
 
 
-def export(path: Optional[str], dsn: str, table: Optional[str], all_revisions: bool, part: Optional[Part], jobs: int,
-           out: IO[str], err: IO[str], replace: bool = False) -> int:
-    """Copy the records of the FileStorage at path into a new table (or, with part, into a table shared by the parts).
+def export(source: Optional[str], target: Optional[str], *, dsn: str, out: IO[str], err: IO[str],
+           all_revisions: bool = False, part: Optional[Part] = None, jobs: int = 1, replace: bool = False) -> int:
+    """Copy the records of the FileStorage source into a new table target (default: by all_revisions).
+
+    With part, the rows go into a table shared by the parts.
 
     With replace, an existing table is replaced: the new one is built beside
     it under another name and swapped in at the end of the one transaction,
@@ -180,13 +182,13 @@ def export(path: Optional[str], dsn: str, table: Optional[str], all_revisions: b
 
     if replace and part is not None:
         raise CommandError("--replace cannot go with --part: the parts fill one table together")
-    table = table or (HISTORY_TABLE if all_revisions else CURRENT_TABLE)
+    table = target or (HISTORY_TABLE if all_revisions else CURRENT_TABLE)
     table_identifier(table)  # a bad name is refused before any work
     build = table + STAGING_SUFFIX if replace else table
     copy_sql = sql.SQL("COPY {} ({}) FROM STDIN").format(
         table_identifier(build), sql.SQL(", ").join(map(sql.Identifier, COLUMNS)))
     progress = Progress("pg-export", err)
-    with open_storage(path) as storage, connect(dsn) as conn:
+    with open_storage(source) as storage, connect(dsn) as conn:
         try:
             if part is None:
                 if not replace and table_exists(conn, table):
@@ -227,14 +229,15 @@ def export(path: Optional[str], dsn: str, table: Optional[str], all_revisions: b
     return 0
 
 
-def import_(dsn: str, table: str, path: str, jobs: int, out: IO[str], err: IO[str]) -> int:
-    """Write the rows of table (in tid order) into a new FileStorage at path."""
+def import_(source: str, target: str, *, dsn: str, out: IO[str], err: IO[str], jobs: int = 1) -> int:
+    """Write the rows of the table source (in tid order) into a new FileStorage at target."""
     psycopg = import_psycopg()
     from psycopg import sql
 
+    table = source
     identifier = table_identifier(table)
     progress = Progress("pg-import", err)
-    with new_storage(path) as target, connect(dsn) as conn:
+    with new_storage(target) as storage, connect(dsn) as conn:
         try:
             if not table_exists(conn, table):
                 raise CommandError(f"no table {table} in the database")
@@ -248,12 +251,12 @@ def import_(dsn: str, table: str, path: str, jobs: int, out: IO[str], err: IO[st
                 batches = batched(cursor, lambda row: len(row[4] or ""))
                 for batch in ordered_map(records_from_rows, batches, jobs):
                     for oid, tid, data in batch:
-                        target.add(oid, tid, data, f"zoid {int.from_bytes(oid, 'big', signed=True)}")
-                    progress.update(target.records, target.records / max(total, 1))
+                        storage.add(oid, tid, data, f"zoid {int.from_bytes(oid, 'big', signed=True)}")
+                    progress.update(storage.records, storage.records / max(total, 1))
                 cursor.close()
         except psycopg.Error as exc:
             raise CommandError(f"cannot read table {table}: {first_line(exc)}") from None
         finally:
             progress.close()
-    print(f"pg-import: {target.records} records in {target.transactions} transactions into {path}", file=out)
+    print(f"pg-import: {storage.records} records in {storage.transactions} transactions into {target}", file=out)
     return 0

@@ -34,12 +34,12 @@ def size_batch(batch: Sequence[Tuple[bytes, bytes, bytes]]) -> Sizes:
     return sizes
 
 
-def stats(path: Optional[str], out: IO[str], err: IO[str], jobs: int = 1, part: Optional[Part] = None,
+def stats(source: Optional[str], *, out: IO[str], err: IO[str], jobs: int = 1, part: Optional[Part] = None,
           all_revisions: bool = False) -> int:
-    """A table of classes, most records first, and a total line."""
+    """A table of the classes in the FileStorage source, most records first, and a total line."""
     totals: Sizes = {}
     progress = Progress("stats", err)
-    with open_storage(path) as storage:
+    with open_storage(source) as storage:
         try:
             for sizes in map_records(records(storage, all_revisions, part), size_batch, jobs, progress):
                 for key, (count, pickle_size, json_size) in sizes.items():

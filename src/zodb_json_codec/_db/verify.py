@@ -1,6 +1,6 @@
 """Proof that nothing is lost: every record through the codec (and a jsonb column), or a copy against its original.
 
-Workers compare object graphs with ``_fidelity`` (no application classes
+Workers compare object graphs with ``fidelity`` (no application classes
 are imported); the main process only reads storages and counts.
 """
 
@@ -34,7 +34,7 @@ def init_worker(dsn: Optional[str]) -> None:
 
 def _reencoding_problem(want: Any, reencode: Callable[[], bytes]) -> Optional[str]:
     """None when reencode() gives a record that loads to want, else why not."""
-    from .._fidelity import load_record, same
+    from .fidelity import load_record, same
 
     try:
         again = reencode()
@@ -89,7 +89,7 @@ def verify_record(data: bytes, decoded: Any, stored: Any = None) -> Dict[str, st
     from ZODB.serialize import referencesf
     from ZODB.utils import u64
 
-    from .._fidelity import load_record
+    from .fidelity import load_record
 
     if isinstance(decoded, Exception):
         return {"undecodable": f"{type(decoded).__name__}: {decoded}"}
@@ -162,9 +162,10 @@ class Failures:
             print(f"  ... and {self.failed - self.show} more records with problems", file=self.err)
 
 
-def verify(path: Optional[str], out: IO[str], err: IO[str], show: int = MAX_FAILURES_SHOWN, jobs: int = 1,
+def verify(source: Optional[str], *, out: IO[str], err: IO[str], show: int = MAX_FAILURES_SHOWN, jobs: int = 1,
            part: Optional[Part] = None, dsn: Optional[str] = None) -> int:
-    """Every record revision through the codec's dict and JSON paths (and a jsonb column with dsn)."""
+    """Every record revision of the FileStorage source through the codec's dict and JSON paths
+    (and a jsonb column with dsn)."""
     if dsn is not None:
         from .pg import connect
 
@@ -172,7 +173,7 @@ def verify(path: Optional[str], out: IO[str], err: IO[str], show: int = MAX_FAIL
             pass
     failures = Failures(err, show)
     progress = Progress("verify", err)
-    with open_storage(path) as storage:
+    with open_storage(source) as storage:
         try:
             for results in map_records(records(storage, True, part), verify_batch, jobs, progress,
                                        initializer=init_worker, initargs=(dsn,)):
@@ -202,7 +203,7 @@ def verify(path: Optional[str], out: IO[str], err: IO[str], show: int = MAX_FAIL
 
 def compare_batch(batch: Sequence[Tuple[bytes, bytes, bytes, Optional[bytes]]]) -> List[Tuple[str, Dict[str, str]]]:
     """(where, problems) for each (oid, tid, record, the original's record of that oid and tid)."""
-    from .._fidelity import load_record, same
+    from .fidelity import load_record, same
 
     results = []
     for oid, tid, data, original in batch:
@@ -227,24 +228,24 @@ def compare_batch(batch: Sequence[Tuple[bytes, bytes, bytes, Optional[bytes]]]) 
     return results
 
 
-def verify_against(path: str, original: str, out: IO[str], err: IO[str], show: int = MAX_FAILURES_SHOWN,
+def verify_against(source: str, original: str, *, out: IO[str], err: IO[str], show: int = MAX_FAILURES_SHOWN,
                    jobs: int = 1, part: Optional[Part] = None, all_revisions: bool = False) -> int:
-    """Does the FileStorage at path hold the same objects as original, record for record?
+    """Does the FileStorage source (a copy) hold the same objects as original, record for record?
 
-    Every record revision of path must load to the same objects as the
+    Every record revision of source must load to the same objects as the
     original's revision of the same oid and tid; every object of the
-    original (every revision, with all_revisions) must be in path, current
+    original (every revision, with all_revisions) must be in source, current
     at the same tid.
     """
     from ZODB.POSException import POSKeyError
 
     failures = Failures(err, show)
     progress = Progress("verify", err)
-    with open_storage(path) as copy, open_storage(original) as source:
+    with open_storage(source) as copy, open_storage(original) as original_storage:
 
         def with_original(rec: Any) -> Tuple[bytes, bytes, bytes, Optional[bytes]]:
             try:
-                return rec.oid, rec.tid, rec.data, source.loadSerial(rec.oid, rec.tid)
+                return rec.oid, rec.tid, rec.data, original_storage.loadSerial(rec.oid, rec.tid)
             except POSKeyError:
                 return rec.oid, rec.tid, rec.data, None
 
@@ -255,7 +256,7 @@ def verify_against(path: str, original: str, out: IO[str], err: IO[str], show: i
         finally:
             progress.close()
         missing = 0
-        for rec in records(source, all_revisions, part):
+        for rec in records(original_storage, all_revisions, part):
             try:
                 if all_revisions:
                     copy.loadSerial(rec.oid, rec.tid)

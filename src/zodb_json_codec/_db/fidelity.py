@@ -313,8 +313,8 @@ def _is_utc(tz: Any) -> bool:
 
 def _same_tzinfo(a: Any, b: Any) -> bool:
     # pytz.utc and datetime.timezone.utc are both written "+00:00", as the
-    # reference codec writes them (CONTRACT promise 3); the contract's own
-    # comparison (shared/tools/fidelity.py) counts them as the same value.
+    # Rust codec writes them (docs/format.md, "Differences from the Rust
+    # codec", last paragraph): the same value for this comparison.
     if _is_utc(a) and _is_utc(b):
         return True
     if type(a) is not type(b):

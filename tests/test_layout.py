@@ -1,0 +1,127 @@
+"""The module layout of docs/design.md holds: every module imports only what its row allows.
+
+The table in docs/design.md ("Module layout") is the rule; this test reads
+it, so that the document and the code cannot drift apart.  Python modules
+are read with ``ast`` (imports inside functions count too); Cython files
+(.pyx, .pxd), which ``ast`` cannot parse, by their import lines.
+"""
+
+import ast
+import re
+from pathlib import Path
+from typing import Dict, Iterator, Set
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE_DIR = ROOT / "src" / "zodb_json_codec"
+PACKAGE = "zodb_json_codec"
+DESIGN = ROOT / "docs" / "design.md"
+
+DB_GROUP = "_db/*"
+
+
+def module_files() -> Dict[str, Path]:
+    """Module name relative to the package ("_common", "_db/pg") -> its source file."""
+    files = {}
+    for path in sorted(PACKAGE_DIR.rglob("*")):
+        if path.suffix in (".py", ".pyx", ".pxd") and "__pycache__" not in path.parts:
+            name = path.relative_to(PACKAGE_DIR).with_suffix("").as_posix()
+            if name == "_db/__init__":
+                name = "_db"
+            files[name] = path
+    return files
+
+
+def allowed_imports() -> Dict[str, Set[str]]:
+    """The "may import" column of the table, by module (or "_db/*")."""
+    text = DESIGN.read_text(encoding="utf-8")
+    section = text.split("## Module layout", 1)[1].split("\n## ", 1)[0]
+    rules = {}
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) != 3 or not re.fullmatch(r"`[^`]+`", cells[0]):
+            continue
+        may = cells[2]
+        rules[cells[0].strip("`")] = set() if may == "nothing" else set(re.findall(r"`([^`]+)`", may))
+    return rules
+
+
+def group(name: str) -> str:
+    """The table row that covers a module."""
+    return DB_GROUP if name == "_db" or name.startswith("_db/") else name
+
+
+def resolve(importer: str, level: int, module: str) -> str:
+    """An import as a module name relative to the package; absolute ones of the package too."""
+    if level == 0:
+        if module == PACKAGE:
+            return PACKAGE
+        if not module.startswith(PACKAGE + "."):
+            return ""  # stdlib or a third-party module
+        return module[len(PACKAGE) + 1:].replace(".", "/")
+    base = importer.split("/")[:-1] if importer != "_db" else ["_db"]
+    base = base[: len(base) - (level - 1)] if level > 1 else base
+    parts = base + (module.split(".") if module else [])
+    return "/".join(parts) or PACKAGE
+
+
+def submodule_or(target: str, imported: str) -> str:
+    """``from target import imported``: the submodule when there is one ("from . import _known"), else target."""
+    prefix = "" if target == PACKAGE else target + "/"
+    return prefix + imported if prefix + imported in FILES else target
+
+
+def python_imports(name: str, path: Path) -> Iterator[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield resolve(name, 0, alias.name)
+        elif isinstance(node, ast.ImportFrom):
+            target = resolve(name, node.level, node.module or "")
+            for alias in node.names:
+                yield submodule_or(target, alias.name)
+
+
+_CYTHON_FROM = re.compile(r"^\s*from\s+(\.*)([\w.]*)\s+c?import\s+\(?([\w, *]+)", re.M)
+
+
+def cython_imports(name: str, path: Path) -> Iterator[str]:
+    for dots, module, names in _CYTHON_FROM.findall(path.read_text(encoding="utf-8")):
+        target = resolve(name, len(dots), module)
+        for alias in names.split(","):
+            yield submodule_or(target, alias.split(" as ")[0].strip())
+
+
+def imports(name: str, path: Path) -> Set[str]:
+    found = python_imports(name, path) if path.suffix == ".py" else cython_imports(name, path)
+    return {target for target in found if target and target != name}
+
+
+FILES = module_files()
+RULES = allowed_imports()
+
+
+def test_the_table_lists_every_module():
+    assert set(RULES) >= {group(name) for name in FILES}, "modules missing from docs/design.md"
+    assert {group(name) for name in FILES} >= set(RULES) - {DB_GROUP}, "rows for modules that do not exist"
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_imports_follow_the_layout(name):
+    allowed = RULES[group(name)]
+    forbidden = sorted(
+        target for target in imports(name, FILES[name])
+        if target not in allowed and group(target) not in allowed
+    )
+    assert not forbidden, f"{name} imports {forbidden}; docs/design.md allows only {sorted(allowed)}"
+
+
+def test_the_checker_sees_imports():
+    """The parser finds imports of every kind, so the rules above are really checked."""
+    assert imports("_decode_python", FILES["_decode_python"]) >= {"_common", "_known", "_decode_known"}
+    assert "_opcodes" in imports("_decode_cython", FILES["_decode_cython"])
+    assert "_decode_known" in imports("_decode_cython", FILES["_decode_cython"])
+    assert imports("_db/verify", FILES["_db/verify"]) >= {PACKAGE, "_db/fidelity", "_db", "_jsonread"}
+    assert imports("cli", FILES["cli"]) >= {PACKAGE, "_db", "_db/jsonl", "_db/pg"}
