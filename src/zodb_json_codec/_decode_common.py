@@ -11,7 +11,6 @@ from typing import Any, Optional
 
 from . import _known
 from ._common import MAX_DEPTH, STDLIB_JSON_DEPTH, CodecError, btree_kind, rebuild_tree, unescape_key
-from ._jsontext_python import check_class_names
 
 # Flags describing what a decoded value holds, so the PostgreSQL paths only
 # walk the tree again when something in it needs rewriting.
@@ -21,6 +20,9 @@ F_FLOAT = 4        # NaN, +-inf or -0.0
 F_EXP_FLOAT = 8    # a float whose repr uses an exponent
 F_ESCAPED_KEY = 16  # a key that looks like "@ns:..." / "@su:..."
 F_SHALLOW = 32     # few enough containers for json.dumps's recursion (the Python twin's fast path)
+
+# After the flags, and as a module: _jsontext_python imports the flags from here.
+from . import _jsontext_python  # noqa: E402
 
 # Kinds of objects under construction (REDUCE / NEWOBJ results).
 REDUCE, NEWOBJ = 0, 1
@@ -335,6 +337,6 @@ def in_state(write: Any, start: int, *args: Any) -> Any:
 
 def check_class_names_at_offset_0(module: str, name: str) -> None:
     try:
-        check_class_names((module, name))
+        _jsontext_python.check_class_names((module, name))
     except CodecError as exc:
         raise CodecError(f"{exc} (class pickle at offset 0)") from None
