@@ -33,7 +33,7 @@ import struct
 from . import _encode_known, _known
 from ._common import MAX_DEPTH, CodecError, b64decode, decimal_to_int, float_from_marker
 from ._known import btree_kind, unescape_key
-from ._jsonread import read_json
+from ._encode_python import ns_text, public_functions, record_parts, reduce_parts, su_text
 
 cdef extern from "Python.h":
     bint PyUnicode_IS_ASCII(object o)
@@ -230,8 +230,6 @@ _Global = _encode_known.Global
 _Call = _encode_known.Call
 _pack_I = struct.Struct("<I").pack
 _pack_i = struct.Struct("<i").pack
-_REDUCE_KEYS = ("callable", "args", "state", "items", "appends")
-_NEWOBJ_KEYS = ("callable", "args", "kwargs", "state", "items", "appends")
 _INST_OBJ = frozenset(("@obj", "@state"))
 _INST_CALL = frozenset(("@callable", "@args", "@state"))
 
@@ -678,7 +676,8 @@ cdef enum Key:
     KEY_ITEMS, KEY_STATE, KEY_FIRST,
     KEY_REDUCE, KEY_NEWOBJ, KEY_KWARGS,
     KEY_APPENDS,
-    KEY_CALLABLE, KEY_CHILDREN
+    KEY_CALLABLE, KEY_CHILDREN,
+    _KEY_COUNT
 
 
 cdef inline uint64_t _bit(int key) noexcept:
@@ -686,7 +685,12 @@ cdef inline uint64_t _bit(int key) noexcept:
 
 
 cdef int _key(object k) noexcept:
-    """The Key of an exact str, or -1 if it is not one of them."""
+    """The Key of an exact str, or -1 if it is not one of them.
+
+    A tree of compares of known lengths, which the C compiler unrolls: encode
+    on wikipedia took 7% longer with a table of the keys' texts, 15% with a
+    dict lookup (benchmarks/report.py, encode row).
+    """
     cdef Py_ssize_t m
     cdef const char* p
     cdef char c
@@ -785,6 +789,66 @@ cdef int _key(object k) noexcept:
     return -1
 
 
+# One-key markers: the Kind of each key and what its value must be.
+cdef enum Want:
+    W_NOTHING       # not a one-key marker
+    W_ANY
+    W_STR           # isinstance(v, str)
+    W_LIST          # isinstance(v, list)
+    W_DICT          # isinstance(v, dict)
+    W_CLS           # [module, name]
+    W_BTREE_LIST    # type(v) is list, only as a BTree state
+
+cdef signed char _ONE_KIND[_KEY_COUNT]
+cdef signed char _ONE_WANT[_KEY_COUNT]
+
+
+cdef void _init_one_key_markers():
+    cdef int key
+    for key in range(_KEY_COUNT):
+        _ONE_KIND[key] = K_NONE
+        _ONE_WANT[key] = W_NOTHING
+    for key, kind, want in (
+        (KEY_T, K_T, W_LIST), (KEY_REF, K_REF, W_ANY), (KEY_B, K_B, W_STR), (KEY_DT, K_DT, W_STR),
+        (KEY_DEC, K_DEC, W_STR), (KEY_FSET, K_FSET, W_LIST), (KEY_SET, K_SET, W_LIST),
+        (KEY_DATE, K_DATE, W_STR), (KEY_TD, K_TD, W_LIST), (KEY_UUID, K_UUID, W_STR),
+        (KEY_TIME, K_TIME, W_STR), (KEY_BI, K_BI, W_STR), (KEY_D, K_D, W_LIST), (KEY_PKL, K_PKL, W_STR),
+        (KEY_CLS, K_CLS, W_CLS), (KEY_REDUCE, K_REDUCE, W_DICT), (KEY_NEWOBJ, K_NEWOBJ, W_DICT),
+        (KEY_INST, K_INST, W_DICT), (KEY_NS, K_NS, W_STR), (KEY_SU, K_SU, W_STR), (KEY_F, K_F, W_STR),
+        (KEY_KV, K_KV, W_BTREE_LIST), (KEY_KS, K_KS, W_BTREE_LIST),
+    ):
+        _ONE_KIND[key] = kind
+        _ONE_WANT[key] = want
+
+
+_init_one_key_markers()
+
+
+cdef inline bint _wanted(int want, object v, bint btree) noexcept:
+    """Is v what a one-key marker whose key asks for want holds?"""
+    if want == W_STR:
+        return isinstance(v, str)
+    if want == W_LIST:
+        return isinstance(v, list)
+    if want == W_DICT:
+        return isinstance(v, dict)
+    if want == W_CLS:
+        return _is_cls_value(v)
+    if want == W_BTREE_LIST:
+        return btree and type(v) is list
+    return want == W_ANY
+
+
+cdef int _one_key_kind(PyObject* k, PyObject* v, bint btree) noexcept:
+    cdef int key
+    if not _at_str(k):
+        return K_NONE
+    key = _key(<object>k)
+    if key < 0 or not _wanted(_ONE_WANT[key], <object>v, btree):
+        return K_NONE
+    return _ONE_KIND[key]
+
+
 cdef inline bint _at_str(PyObject* k) noexcept:
     """``type(k) is str and k[:1] == "@"``."""
     return (type(<object>k) is str and PyUnicode_GET_LENGTH(<object>k) > 0
@@ -811,57 +875,8 @@ cdef int _marker_kind(dict d, bint btree, PyObject** first) noexcept:
         return K_NONE
     if n == 1:
         PyDict_Next(d, &pos, &k, &v)
-        if not _at_str(k):
-            return K_NONE
         first[0] = v
-        key = _key(<object>k)
-        if key == KEY_T:
-            return K_T if isinstance(<object>v, list) else K_NONE
-        if key == KEY_REF:
-            return K_REF
-        if key == KEY_B:
-            return K_B if isinstance(<object>v, str) else K_NONE
-        if key == KEY_DT:
-            return K_DT if isinstance(<object>v, str) else K_NONE
-        if key == KEY_DEC:
-            return K_DEC if isinstance(<object>v, str) else K_NONE
-        if key == KEY_FSET:
-            return K_FSET if isinstance(<object>v, list) else K_NONE
-        if key == KEY_SET:
-            return K_SET if isinstance(<object>v, list) else K_NONE
-        if key == KEY_DATE:
-            return K_DATE if isinstance(<object>v, str) else K_NONE
-        if key == KEY_TD:
-            return K_TD if isinstance(<object>v, list) else K_NONE
-        if key == KEY_UUID:
-            return K_UUID if isinstance(<object>v, str) else K_NONE
-        if key == KEY_TIME:
-            return K_TIME if isinstance(<object>v, str) else K_NONE
-        if key == KEY_BI:
-            return K_BI if isinstance(<object>v, str) else K_NONE
-        if key == KEY_D:
-            return K_D if isinstance(<object>v, list) else K_NONE
-        if key == KEY_PKL:
-            return K_PKL if isinstance(<object>v, str) else K_NONE
-        if key == KEY_CLS:
-            return K_CLS if _is_cls_value(<object>v) else K_NONE
-        if key == KEY_REDUCE:
-            return K_REDUCE if isinstance(<object>v, dict) else K_NONE
-        if key == KEY_NEWOBJ:
-            return K_NEWOBJ if isinstance(<object>v, dict) else K_NONE
-        if key == KEY_INST:
-            return K_INST if isinstance(<object>v, dict) else K_NONE
-        if key == KEY_NS:
-            return K_NS if isinstance(<object>v, str) else K_NONE
-        if key == KEY_SU:
-            return K_SU if isinstance(<object>v, str) else K_NONE
-        if key == KEY_F:
-            return K_F if isinstance(<object>v, str) else K_NONE
-        if btree and key == KEY_KV:
-            return K_KV if type(<object>v) is list else K_NONE
-        if btree and key == KEY_KS:
-            return K_KS if type(<object>v) is list else K_NONE
-        return K_NONE
+        return _one_key_kind(k, v, btree)
     while PyDict_Next(d, &pos, &k, &v):
         if not _at_str(k):
             return K_NONE
@@ -1134,23 +1149,15 @@ cdef int _rare_marker(Writer* w, dict d, int kind, Py_ssize_t depth) except -1:
             _pairs(w, d["@d"], depth, "@d")
         return 0
     if kind == K_PKL:
-        return _b64(w, d["@pkl"], "@pkl")  # nested: bytes, as the reference wrote it
+        return _b64(w, d["@pkl"], "@pkl")  # nested: bytes, as the Rust codec wrote it
     if kind == K_REDUCE or kind == K_NEWOBJ:
         return _reduce(w, d, depth)
     if kind == K_INST:
         return _inst(w, d, depth)
     if kind == K_NS:
-        try:
-            text = b64decode(d["@ns"], "@ns").decode("utf-8")
-        except UnicodeDecodeError:
-            raise CodecError("invalid pickle data: @ns is not UTF-8") from None
-        return _str_any(w, text)
+        return _str_any(w, ns_text(d["@ns"]))
     if kind == K_SU:
-        try:
-            text = b64decode(d["@su"], "@su").decode("utf-8", "surrogatepass")
-        except UnicodeDecodeError:
-            raise CodecError("invalid pickle data: @su is not UTF-8") from None
-        return _str_any(w, text)
+        return _str_any(w, su_text(d["@su"]))
     if kind == K_F:
         return _float(w, float_from_marker(d["@f"]))
     raise AssertionError(kind)
@@ -1240,7 +1247,7 @@ cdef int _instance(Writer* w, dict d, Py_ssize_t depth) except -1:
         _op(w, EMPTY_TUPLE)
     else:
         _value(w, args, depth + 1)
-    # Python 2 pickles build these by REDUCE; the reference wrote them as instances.
+    # Python 2 pickles build these by REDUCE; the Rust codec wrote them as instances.
     _op(w, REDUCE if <str>name == "_reconstructor" and (<str>module == "copy_reg" or <str>module == "copyreg")
         else NEWOBJ)
     if PyDict_GET_SIZE(d) > 2:  # else neither "@appends" nor "@items"
@@ -1281,19 +1288,7 @@ cdef int _pairs(Writer* w, object pairs, Py_ssize_t depth, str what) except -1:
 
 
 cdef int _reduce(Writer* w, dict d, Py_ssize_t depth) except -1:
-    cdef bint newobj
-    inner = d["@reduce"] if "@reduce" in d else d["@newobj"]
-    newobj = "@newobj" in d
-    allowed = _NEWOBJ_KEYS if newobj else _REDUCE_KEYS
-    for key in inner:
-        if key not in allowed:
-            raise CodecError(f"invalid pickle data: unexpected key {key!r} in {'@newobj' if newobj else '@reduce'}")
-    if "callable" not in inner or "args" not in inner:
-        raise CodecError("invalid pickle data: @reduce needs callable and args")
-    args = inner["args"]
-    kwargs = inner.get("kwargs")
-    if not newobj and type(args) is dict and len(args) == 2 and "@args" in args and "@kwargs" in args:
-        newobj, args, kwargs = True, args["@args"], args["@kwargs"]  # the reference's NEWOBJ_EX
+    inner, newobj, args, kwargs = reduce_parts(d)
     _value(w, inner["callable"], depth + 1)
     _value(w, args, depth + 1)
     if kwargs is not None:
@@ -1693,7 +1688,7 @@ cdef int _uuid(Writer* w, object value) except -1:
 
 
 # ---------------------------------------------------------------------------
-# Native Python values (CONTRACT L6)
+# Native Python values (docs/format.md, "Differences from the Rust codec": Encoders)
 # ---------------------------------------------------------------------------
 
 cdef int _native(Writer* w, object v, Py_ssize_t depth) except -1:
@@ -1744,7 +1739,7 @@ cdef int _native(Writer* w, object v, Py_ssize_t depth) except -1:
 # ---------------------------------------------------------------------------
 
 cdef object _verbatim(object value):
-    """The original pickle bytes of a top-level ``@pkl`` (CONTRACT L8), else None."""
+    """The original pickle bytes of a top-level ``@pkl`` (docs/format.md, "The verbatim fallback"), else None."""
     cdef PyObject* p
     cdef PyObject* k
     cdef Py_ssize_t pos = 0
@@ -1758,6 +1753,12 @@ cdef object _verbatim(object value):
         if p != NULL and type(<object>p) is str:
             return b64decode(<object>p, "@pkl")
     return None
+
+
+cdef inline bint _is_exact_cls(object cls) noexcept:
+    """cls is a list of two exact strs."""
+    return (type(cls) is list and PyList_GET_SIZE(cls) == 2 and type(<object>PyList_GET_ITEM(cls, 0)) is str
+            and type(<object>PyList_GET_ITEM(cls, 1)) is str)
 
 
 cdef bint _record_items(dict d, PyObject** cls, PyObject** state) noexcept:
@@ -1792,43 +1793,14 @@ def encode_zodb_record(obj):
     cdef unsigned char stack[_STACK_BUFFER]
     cdef Writer w
     cdef PyObject* p
-    cdef PyObject* s = NULL
+    cdef PyObject* s
     cdef int bt
-    cdef bint scanned = False
-    if not isinstance(obj, dict):
-        raise TypeError(f"argument 'obj': expected dict, not {type(obj).__name__}")
-    if type(obj) is dict:
-        scanned = _record_items(<dict>obj, &p, &s)
-        if not scanned:
-            p = PyDict_GetItemWithError(obj, "@cls")
-        if p == NULL:
-            raise CodecError("invalid pickle data: missing @cls in ZODB record")
-        cls = <object>p
-    else:
-        if "@cls" not in obj:
-            raise CodecError("invalid pickle data: missing @cls in ZODB record")
-        cls = obj["@cls"]
-    if not isinstance(cls, list):
-        raise CodecError("invalid pickle data: @cls must be a list")
-    if type(cls) is list:
-        if PyList_GET_SIZE(cls) != 2:
-            raise CodecError("invalid pickle data: @cls must be [module, name]")
-        module = <object>PyList_GET_ITEM(cls, 0)
-        name = <object>PyList_GET_ITEM(cls, 1)
-    else:
-        if len(cls) != 2:
-            raise CodecError("invalid pickle data: @cls must be [module, name]")
-        module, name = cls
-    if not isinstance(module, str):
-        raise CodecError("invalid pickle data: @cls[0] must be a string")
-    if not isinstance(name, str):
-        raise CodecError("invalid pickle data: @cls[1] must be a string")
-    if type(obj) is dict:
-        if not scanned:
-            s = PyDict_GetItemWithError(obj, "@s")
+    if type(obj) is dict and _record_items(<dict>obj, &p, &s) and p != NULL and _is_exact_cls(<object>p):
+        module = <object>PyList_GET_ITEM(<object>p, 0)
+        name = <object>PyList_GET_ITEM(<object>p, 1)
         state = None if s == NULL else <object>s
     else:
-        state = obj.get("@s")
+        module, name, state = record_parts(obj)  # other shapes, and their errors
     verbatim = _verbatim(state)
     if verbatim is not None:
         return verbatim
@@ -1883,29 +1855,8 @@ cdef bytes _pickle(object value, bint expand_refs=False):
         _release(&w)
 
 
-def dict_to_pickle(obj):
-    """One pickle of a marker value tree (references in their verbose form).
-
-    Raises TypeError for a non-dict argument or an unencodable Python value,
-    ValueError for malformed markers.
-    """
-    if not isinstance(obj, dict):
-        raise TypeError(f"argument 'obj': expected dict, not {type(obj).__name__}")
-    verbatim = _verbatim(obj)
-    if verbatim is not None:
-        return verbatim
-    return _pickle(obj)
-
-
-def json_to_pickle(json_str):
-    """One pickle of JSON text in the marker format (key order kept, numbers exact).
-
-    Raises TypeError for a non-str argument, ValueError for bad JSON or markers.
-    """
-    if not isinstance(json_str, str):
-        raise TypeError(f"argument 'json_str': expected str, not {type(json_str).__name__}")
-    value = read_json(json_str)
-    verbatim = _verbatim(value)
-    if verbatim is not None:
-        return verbatim
+def _pickle_value(value):
     return _pickle(value)
+
+
+dict_to_pickle, json_to_pickle = public_functions(_pickle_value)

@@ -29,7 +29,7 @@ _MARK, _TUPLE, _APPENDS, _SETITEMS = b"(", b"t", b"e", b"u"
 _REDUCE, _NEWOBJ, _NEWOBJ_EX, _BUILD, _BINPERSID = b"R", b"\x81", b"\x92", b"b", b"Q"
 _SMALL_INTS = [b"K" + bytes((i,)) for i in range(256)]
 
-# Python 2 pickles build these by REDUCE; the reference wrote them as instances.
+# Python 2 pickles build these by REDUCE; the Rust codec wrote them as instances.
 _FUNCTIONS_NOT_CLASSES = {("copy_reg", "_reconstructor"), ("copyreg", "_reconstructor")}
 
 
@@ -44,6 +44,71 @@ def _is_scalar_marker(d: dict) -> bool:
 
 def _depth_error() -> CodecError:
     return CodecError("invalid pickle data: maximum nesting depth exceeded")
+
+
+# ---------------------------------------------------------------------------
+# Cold rules, called by both twins: argument checks and the rare markers' text
+# ---------------------------------------------------------------------------
+
+_REDUCE_KEYS = ("callable", "args", "state", "items", "appends")
+_NEWOBJ_KEYS = ("callable", "args", "kwargs", "state", "items", "appends")
+
+
+def check_arg(value: Any, what: str, want: type) -> None:
+    """The TypeError of a public function's argument of the wrong type."""
+    if not isinstance(value, want):
+        raise TypeError(f"argument '{what}': expected {want.__name__}, not {type(value).__name__}")
+
+
+def record_parts(obj: Any) -> tuple:
+    """(module, name, state) of the argument of ``encode_zodb_record``, or the error its shape calls for."""
+    check_arg(obj, "obj", dict)
+    if "@cls" not in obj:
+        raise CodecError("invalid pickle data: missing @cls in ZODB record")
+    cls = obj["@cls"]
+    if not isinstance(cls, list):
+        raise CodecError("invalid pickle data: @cls must be a list")
+    if len(cls) != 2:
+        raise CodecError("invalid pickle data: @cls must be [module, name]")
+    module, name = cls
+    if not isinstance(module, str):
+        raise CodecError("invalid pickle data: @cls[0] must be a string")
+    if not isinstance(name, str):
+        raise CodecError("invalid pickle data: @cls[1] must be a string")
+    return module, name, obj.get("@s")
+
+
+def reduce_parts(d: dict) -> tuple:
+    """(inner, newobj, args, kwargs) of a ``@reduce`` or ``@newobj`` marker, its keys checked."""
+    inner = d["@reduce"] if "@reduce" in d else d["@newobj"]
+    newobj = "@newobj" in d
+    allowed = _NEWOBJ_KEYS if newobj else _REDUCE_KEYS
+    for key in inner:
+        if key not in allowed:
+            raise CodecError(f"invalid pickle data: unexpected key {key!r} in {'@newobj' if newobj else '@reduce'}")
+    if "callable" not in inner or "args" not in inner:
+        raise CodecError("invalid pickle data: @reduce needs callable and args")
+    args = inner["args"]
+    kwargs = inner.get("kwargs")
+    if not newobj and type(args) is dict and len(args) == 2 and "@args" in args and "@kwargs" in args:
+        newobj, args, kwargs = True, args["@args"], args["@kwargs"]  # the Rust codec's NEWOBJ_EX
+    return inner, newobj, args, kwargs
+
+
+def ns_text(value: str) -> str:
+    """The text of an ``@ns`` marker (base64 of UTF-8 holding U+0000)."""
+    try:
+        return b64decode(value, "@ns").decode("utf-8")
+    except UnicodeDecodeError:
+        raise CodecError("invalid pickle data: @ns is not UTF-8") from None
+
+
+def su_text(value: str) -> str:
+    """The text of an ``@su`` marker (base64 of UTF-8 with lone surrogates)."""
+    try:
+        return b64decode(value, "@su").decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:
+        raise CodecError("invalid pickle data: @su is not UTF-8") from None
 
 
 # Frames of the walk: (iterator, mode, depth, closing opcodes).  A VALUES
@@ -73,7 +138,7 @@ class _Writer:
 
     # -- scalars ---------------------------------------------------------------
 
-    def int(self, v: int) -> None:
+    def write_int(self, v: int) -> None:
         ap = self.parts.append
         if 0 <= v < 256:
             ap(_SMALL_INTS[v])
@@ -91,12 +156,12 @@ class _Writer:
             else:
                 ap(b"\x8b" + _pack_i(len(raw)) + raw)
 
-    def str(self, s: str) -> None:
+    def write_str(self, s: str) -> None:
         raw = s.encode("utf-8", "surrogatepass")
         self.parts.append(b"X" + _pack_I(len(raw)))
         self.parts.append(raw)
 
-    def bytes(self, raw: bytes) -> None:
+    def write_bytes(self, raw: bytes) -> None:
         n = len(raw)
         if n < 256:
             self.parts.append(b"C" + bytes((n,)))
@@ -106,7 +171,7 @@ class _Writer:
             self.parts.append(b"\x8e" + n.to_bytes(8, "little"))
         self.parts.append(raw)
 
-    def global_(self, module: Any, name: Any) -> None:
+    def write_global(self, module: Any, name: Any) -> None:
         if type(module) is not str or type(name) is not str:
             raise CodecError("invalid pickle data: @cls must be [module, name] strings")
         if "\n" in module or "\n" in name:
@@ -126,13 +191,15 @@ class _Writer:
     def walk(self, it: Iterator, mode: int, depth: int, close: bytes) -> None:
         """Write everything a frame gives, with an explicit stack of the frames under way.
 
-        Lists and plain dicts, the commonest containers, are opened here;
-        markers and other types return the frame of what they hold.
+        Strings and ints, the commonest values, are written here;
+        the writer of each other type (``_WRITERS``, else ``native``)
+        returns the frame of what the value holds, or None.
         """
         ap = self.parts.append
         pack_I = _pack_I
         small_ints = _SMALL_INTS
-        markers = _MARKERS
+        writer_of = _WRITERS.get
+        native = _Writer.native
         stack: list = []
         push = stack.append
         while True:
@@ -165,53 +232,13 @@ class _Writer:
                     raw = v.encode("utf-8", "surrogatepass")
                     ap(b"X" + pack_I(len(raw)))
                     ap(raw)
-                elif t is dict:
-                    if depth > MAX_DEPTH and not _is_scalar_marker(v):
-                        raise _depth_error()
-                    kind = marker_kind(v) if len(v) <= 4 else None
-                    if kind is None or kind == "wrapper":
-                        ap(b"}")
-                        if v:
-                            ap(_MARK)
-                            push((it, mode, depth, close))
-                            it = iter(v.items())
-                            mode = _PAIRS
-                            depth += 1
-                            close = _SETITEMS
-                            break
-                    else:
-                        inner = markers[kind](self, v, depth)
-                        if inner is not None:
-                            push((it, mode, depth, close))
-                            it, mode, depth, close = inner
-                            break
                 elif t is int:
                     if 0 <= v < 256:
                         ap(small_ints[v])
                     else:
-                        self.int(v)
-                elif t is list:
-                    if depth > MAX_DEPTH:
-                        raise _depth_error()
-                    ap(b"]")
-                    if v:
-                        ap(_MARK)
-                        push((it, mode, depth, close))
-                        it = iter(v)
-                        mode = _VALUES
-                        depth += 1
-                        close = _APPENDS
-                        break
-                elif t is float:
-                    ap(b"G" + _pack_d(v))
-                elif v is None:
-                    ap(b"N")
-                elif v is True:
-                    ap(b"\x88")
-                elif v is False:
-                    ap(b"\x89")
+                        self.write_int(v)
                 else:
-                    inner = self.native(v, depth)
+                    inner = writer_of(t, native)(self, v, depth)
                     if inner is not None:
                         push((it, mode, depth, close))
                         it, mode, depth, close = inner
@@ -223,7 +250,47 @@ class _Writer:
                     return
                 it, mode, depth, close = stack.pop()
 
-    def tuple(self, items: Any, depth: int) -> Optional[tuple]:
+    # -- writers by type: each writes v at depth, returns the frame still to walk or None
+
+    def dict_value(self, d: dict, depth: int) -> Optional[tuple]:
+        if depth > MAX_DEPTH and not _is_scalar_marker(d):
+            raise _depth_error()
+        kind = marker_kind(d) if len(d) <= 4 else None
+        if kind is not None and kind != "wrapper":
+            return _MARKERS[kind](self, d, depth)
+        self.parts.append(b"}")
+        if d:
+            self.parts.append(_MARK)
+            return iter(d.items()), _PAIRS, depth + 1, _SETITEMS
+        return None
+
+    def list_value(self, v: list, depth: int) -> Optional[tuple]:
+        if depth > MAX_DEPTH:
+            raise _depth_error()
+        self.parts.append(b"]")
+        if v:
+            self.parts.append(_MARK)
+            return iter(v), _VALUES, depth + 1, _APPENDS
+        return None
+
+    def tuple_value(self, v: tuple, depth: int) -> Optional[tuple]:
+        if depth > MAX_DEPTH:
+            raise _depth_error()
+        return self.open_tuple(v, depth)
+
+    def float_value(self, v: float, depth: int) -> None:
+        self.parts.append(b"G" + _pack_d(v))
+
+    def none_value(self, v: None, depth: int) -> None:
+        self.parts.append(b"N")
+
+    def bool_value(self, v: bool, depth: int) -> None:
+        self.parts.append(b"\x88" if v else b"\x89")
+
+    def bytes_value(self, v: bytes, depth: int) -> None:
+        self.write_bytes(v)
+
+    def open_tuple(self, items: Any, depth: int) -> Optional[tuple]:
         """A tuple of items at depth: its opening written, the frame of its items returned (None if empty)."""
         n = len(items)
         if n == 0:
@@ -245,7 +312,7 @@ class _Writer:
         """
         callable_ = call.callable
         if type(callable_) is _encode_known.Global:
-            self.global_(callable_.module, callable_.name)
+            self.write_global(callable_.module, callable_.name)
         else:
             self.call(callable_)
         args = call.args
@@ -256,13 +323,13 @@ class _Writer:
         for a in args:
             t = type(a)
             if t is str:
-                self.str(a)
+                self.write_str(a)
             elif t is bytes:
-                self.bytes(a)
+                self.write_bytes(a)
             elif t is int:
-                self.int(a)
+                self.write_int(a)
             elif t is _encode_known.Global:
-                self.global_(a.module, a.name)
+                self.write_global(a.module, a.name)
             else:
                 self.call(a)
         ap(_TUPLE_CLOSE[n] if n <= 3 else _TUPLE)
@@ -272,18 +339,18 @@ class _Writer:
         v = d["@ref"]
         if self.expand_refs:
             if type(v) is str and _known.is_hex(v):
-                self.bytes(bytes.fromhex(v))
+                self.write_bytes(bytes.fromhex(v))
                 self.parts.append(b"N" + _TUPLE2 + _BINPERSID)
                 return None
             if type(v) is list and len(v) == 2 and type(v[0]) is str and type(v[1]) is str:
                 if not _known.is_hex(v[0]):
                     raise CodecError(f"JSON error: hex decode: invalid oid {v[0][:40]!r}")
-                self.bytes(bytes.fromhex(v[0]))
+                self.write_bytes(bytes.fromhex(v[0]))
                 module, _, name = v[1].rpartition(".")
-                self.global_(module, name)
+                self.write_global(module, name)
                 self.parts.append(_TUPLE2 + _BINPERSID)
                 return None
-        return iter((v,)), _VALUES, depth + 1, _BINPERSID  # the id is one level below the reference
+        return iter((v,)), _VALUES, depth + 1, _BINPERSID  # the id is one level below the @ref marker
 
     def instance(self, d: dict, depth: int) -> tuple:
         return self.instance_steps(d, depth), _STEPS, depth, _NO_OPS
@@ -294,7 +361,7 @@ class _Writer:
         args = None
         if type(state) is dict and len(state) == 2 and "@args" in state and "@state" in state:
             args, state = state["@args"], state["@state"]
-        self.global_(module, name)
+        self.write_global(module, name)
         ap = self.parts.append
         if args is None:
             ap(_EMPTY_TUPLE)
@@ -337,19 +404,7 @@ class _Writer:
         return self.reduce_steps(d, depth), _STEPS, depth, _NO_OPS
 
     def reduce_steps(self, d: dict, depth: int) -> Iterator:
-        inner = d["@reduce"] if "@reduce" in d else d["@newobj"]
-        newobj = "@newobj" in d
-        allowed = ("callable", "args", "kwargs", "state", "items", "appends") if newobj else \
-            ("callable", "args", "state", "items", "appends")
-        for key in inner:
-            if key not in allowed:
-                raise CodecError(f"invalid pickle data: unexpected key {key!r} in {'@newobj' if newobj else '@reduce'}")
-        if "callable" not in inner or "args" not in inner:
-            raise CodecError("invalid pickle data: @reduce needs callable and args")
-        args = inner["args"]
-        kwargs = inner.get("kwargs")
-        if not newobj and type(args) is dict and len(args) == 2 and "@args" in args and "@kwargs" in args:
-            newobj, args, kwargs = True, args["@args"], args["@kwargs"]  # the reference's NEWOBJ_EX
+        inner, newobj, args, kwargs = reduce_parts(d)
         ap = self.parts.append
         yield inner["callable"], depth + 1
         yield args, depth + 1
@@ -392,7 +447,7 @@ class _Writer:
                     flat.extend(pair)
             else:
                 flat = state["@ks"]
-            items = self.tuple(flat, depth)
+            items = self.open_tuple(flat, depth)
             if items is not None:
                 yield _FRAME, items
             if is_tree:
@@ -407,7 +462,7 @@ class _Writer:
         elif kind == "@children":
             if not is_tree:
                 raise CodecError("invalid pickle data: @children in the state of a bucket")
-            children = self.tuple(state["@children"], depth)
+            children = self.open_tuple(state["@children"], depth)
             if children is not None:
                 yield _FRAME, children
             yield state["@first"], depth + 1
@@ -415,23 +470,19 @@ class _Writer:
         else:
             yield state, depth
 
-    # -- native Python values (CONTRACT L6) ---------------------------------------
+    # -- native Python values (docs/format.md, "Differences from the Rust codec": Encoders)
 
     def native(self, v: Any, depth: int) -> Optional[tuple]:
         """Write a value of another type than the JSON ones; the frame of what is still to walk, or None."""
         t = type(v)
         if depth > MAX_DEPTH and isinstance(v, (tuple, list, dict, set, frozenset)):
             raise _depth_error()
-        if t is tuple:
-            return self.tuple(v, depth)
-        if t is bytes:
-            self.bytes(v)
-        elif isinstance(v, str):
-            self.str(str(v))
+        if isinstance(v, str):
+            self.write_str(str(v))
         elif isinstance(v, bool):
             self.parts.append(b"\x88" if v else b"\x89")
         elif isinstance(v, int):
-            self.int(int(v))
+            self.write_int(int(v))
         elif isinstance(v, float):
             self.parts.append(b"G" + _pack_d(float(v)))
         elif isinstance(v, dict):
@@ -439,16 +490,16 @@ class _Writer:
         elif isinstance(v, list):
             return iter((list(v),)), _VALUES, depth, _NO_OPS
         elif isinstance(v, tuple):
-            return self.tuple(tuple(v), depth)
+            return self.open_tuple(tuple(v), depth)
         elif isinstance(v, (bytes, memoryview)):
-            self.bytes(bytes(v))
+            self.write_bytes(bytes(v))
         elif t is bytearray:
-            self.global_("builtins", "bytearray")
-            self.bytes(bytes(v))
+            self.write_global("builtins", "bytearray")
+            self.write_bytes(bytes(v))
             self.parts.append(_TUPLE1 + _REDUCE)
         elif t is set or t is frozenset:
             # builtins.set([items]), as the @set marker: the list at the set's level, its items one below.
-            self.global_("builtins", "set" if t is set else "frozenset")
+            self.write_global("builtins", "set" if t is set else "frozenset")
             return iter((list(v),)), _VALUES, depth, _SET_CLOSE
         else:
             known = _encode_known.native_call(v)
@@ -461,28 +512,28 @@ class _Writer:
         return None
 
     def uuid(self, value: int) -> None:
-        self.global_("uuid", "UUID")
+        self.write_global("uuid", "UUID")
         self.parts.append(_EMPTY_TUPLE + _NEWOBJ + b"}X\x03\x00\x00\x00int")
-        self.int(value)
+        self.write_int(value)
         self.parts.append(b"s" + _BUILD)
 
 
 # Marker writers: write the marker at depth, or return the frame of what is left to walk.
 
 def _m_tuple(w: _Writer, d: dict, depth: int) -> Optional[tuple]:
-    return w.tuple(d["@t"], depth)
+    return w.open_tuple(d["@t"], depth)
 
 
 def _m_bytes(w: _Writer, d: dict, depth: int) -> None:
-    w.bytes(b64decode(d["@b"], "@b"))
+    w.write_bytes(b64decode(d["@b"], "@b"))
 
 
 def _m_pkl(w: _Writer, d: dict, depth: int) -> None:
-    w.bytes(b64decode(d["@pkl"], "@pkl"))  # nested: bytes, as the reference wrote it
+    w.write_bytes(b64decode(d["@pkl"], "@pkl"))  # nested: bytes, as the Rust codec wrote it
 
 
 def _m_bigint(w: _Writer, d: dict, depth: int) -> None:
-    w.int(decimal_to_int(d["@bi"]))
+    w.write_int(decimal_to_int(d["@bi"]))
 
 
 def _m_pairs(w: _Writer, d: dict, depth: int) -> Optional[tuple]:
@@ -494,13 +545,13 @@ def _m_pairs(w: _Writer, d: dict, depth: int) -> Optional[tuple]:
 
 def _m_set(w: _Writer, d: dict, depth: int) -> tuple:
     # builtins.set([items]): the list stands at the marker's level, its items one below.
-    w.global_("builtins", "set" if "@set" in d else "frozenset")
+    w.write_global("builtins", "set" if "@set" in d else "frozenset")
     return iter((d["@set"] if "@set" in d else d["@fset"],)), _VALUES, depth, _SET_CLOSE
 
 
 def _m_global(w: _Writer, d: dict, depth: int) -> None:
     module, name = d["@cls"]
-    w.global_(module, name)
+    w.write_global(module, name)
 
 
 def _m_dt(w: _Writer, d: dict, depth: int) -> None:
@@ -528,17 +579,11 @@ def _m_uuid(w: _Writer, d: dict, depth: int) -> None:
 
 
 def _m_ns(w: _Writer, d: dict, depth: int) -> None:
-    try:
-        w.str(b64decode(d["@ns"], "@ns").decode("utf-8"))
-    except UnicodeDecodeError:
-        raise CodecError("invalid pickle data: @ns is not UTF-8") from None
+    w.write_str(ns_text(d["@ns"]))
 
 
 def _m_su(w: _Writer, d: dict, depth: int) -> None:
-    try:
-        w.str(b64decode(d["@su"], "@su").decode("utf-8", "surrogatepass"))
-    except UnicodeDecodeError:
-        raise CodecError("invalid pickle data: @su is not UTF-8") from None
+    w.write_str(su_text(d["@su"]))
 
 
 def _m_float(w: _Writer, d: dict, depth: int) -> None:
@@ -554,6 +599,13 @@ _MARKERS: dict = {
 }
 
 
+_WRITERS: dict = {
+    dict: _Writer.dict_value, list: _Writer.list_value, tuple: _Writer.tuple_value,
+    float: _Writer.float_value, type(None): _Writer.none_value, bool: _Writer.bool_value,
+    bytes: _Writer.bytes_value,
+}
+
+
 def _pickle(write: Callable[[_Writer], None], expand_refs: bool) -> bytes:
     w = _Writer(expand_refs)
     w.parts.append(_PROTO3)
@@ -563,7 +615,7 @@ def _pickle(write: Callable[[_Writer], None], expand_refs: bool) -> bytes:
 
 
 def _verbatim(value: Any) -> Any:
-    """The original pickle bytes of a top-level ``@pkl`` (CONTRACT L8), else None."""
+    """The original pickle bytes of a top-level ``@pkl`` (docs/format.md, "The verbatim fallback"), else None."""
     if type(value) is dict and len(value) == 1 and "@pkl" in value and type(value["@pkl"]) is str:
         return b64decode(value["@pkl"], "@pkl")
     return None
@@ -575,21 +627,7 @@ def encode_zodb_record(obj: Any) -> bytes:
     Raises TypeError for a non-dict argument or an unencodable Python value,
     ValueError for malformed markers.
     """
-    if not isinstance(obj, dict):
-        raise TypeError(f"argument 'obj': expected dict, not {type(obj).__name__}")
-    if "@cls" not in obj:
-        raise CodecError("invalid pickle data: missing @cls in ZODB record")
-    cls = obj["@cls"]
-    if not isinstance(cls, list):
-        raise CodecError("invalid pickle data: @cls must be a list")
-    if len(cls) != 2:
-        raise CodecError("invalid pickle data: @cls must be [module, name]")
-    module, name = cls
-    if not isinstance(module, str):
-        raise CodecError("invalid pickle data: @cls[0] must be a string")
-    if not isinstance(name, str):
-        raise CodecError("invalid pickle data: @cls[1] must be a string")
-    state = obj.get("@s")
+    module, name, state = record_parts(obj)
     verbatim = _verbatim(state)
     if verbatim is not None:
         return verbatim
@@ -601,8 +639,8 @@ def encode_zodb_record(obj: Any) -> bytes:
         args, state = state["@args"], state["@state"]
 
     def write_class(w: _Writer) -> None:
-        w.str(str(module))
-        w.str(str(name))
+        w.write_str(str(module))
+        w.write_str(str(name))
         w.parts.append(_TUPLE2)
         w.value(args, 1)
         w.parts.append(_TUPLE2)
@@ -618,29 +656,34 @@ def encode_zodb_record(obj: Any) -> bytes:
     return _pickle(write_class, True) + _pickle(write_state, True)
 
 
-def dict_to_pickle(obj: Any) -> bytes:
-    """One pickle of a marker value tree (references in their verbose form).
+def public_functions(pickle_value: Callable[[Any], bytes]) -> tuple:
+    """``dict_to_pickle`` and ``json_to_pickle`` of a twin whose ``pickle_value`` pickles one value."""
 
-    Raises TypeError for a non-dict argument or an unencodable Python value,
-    ValueError for malformed markers.
-    """
-    if not isinstance(obj, dict):
-        raise TypeError(f"argument 'obj': expected dict, not {type(obj).__name__}")
-    verbatim = _verbatim(obj)
-    if verbatim is not None:
-        return verbatim
-    return _pickle(lambda w: w.value(obj, 0), False)
+    def dict_to_pickle(obj: Any) -> bytes:
+        """One pickle of a marker value tree (references in their verbose form).
+
+        Raises TypeError for a non-dict argument or an unencodable Python value,
+        ValueError for malformed markers.
+        """
+        check_arg(obj, "obj", dict)
+        verbatim = _verbatim(obj)
+        return verbatim if verbatim is not None else pickle_value(obj)
+
+    def json_to_pickle(json_str: Any) -> bytes:
+        """One pickle of JSON text in the marker format (key order kept, numbers exact).
+
+        Raises TypeError for a non-str argument, ValueError for bad JSON or markers.
+        """
+        check_arg(json_str, "json_str", str)
+        value = read_json(json_str)
+        verbatim = _verbatim(value)
+        return verbatim if verbatim is not None else pickle_value(value)
+
+    return dict_to_pickle, json_to_pickle
 
 
-def json_to_pickle(json_str: Any) -> bytes:
-    """One pickle of JSON text in the marker format (key order kept, numbers exact).
-
-    Raises TypeError for a non-str argument, ValueError for bad JSON or markers.
-    """
-    if not isinstance(json_str, str):
-        raise TypeError(f"argument 'json_str': expected str, not {type(json_str).__name__}")
-    value = read_json(json_str)
-    verbatim = _verbatim(value)
-    if verbatim is not None:
-        return verbatim
+def _pickle_value(value: Any) -> bytes:
     return _pickle(lambda w: w.value(value, 0), False)
+
+
+dict_to_pickle, json_to_pickle = public_functions(_pickle_value)

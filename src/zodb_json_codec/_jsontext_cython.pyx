@@ -131,24 +131,29 @@ cdef int _write_string(Buffer* out, str s) except -1:
     return 0
 
 
+cdef inline char* _digits_before(char* end, unsigned long long u) noexcept:
+    """Write the decimal digits of u just before end; where they start."""
+    while True:
+        end -= 1
+        end[0] = <char>(48 + u % 10)
+        u //= 10
+        if u == 0:
+            return end
+
+
 cdef int _write_int(Buffer* out, object v) except -1:
     """Decimal digits of an int, as int.__repr__ writes them."""
     cdef int overflow = 0
     cdef long long x = PyLong_AsLongLongAndOverflow(v, &overflow)
     cdef unsigned long long u
     cdef char digits[24]
-    cdef int i = 24
+    cdef int i
     cdef Py_ssize_t n
     if overflow:
         text = repr(v)
         return _write(out, PyUnicode_AsUTF8AndSize(text, &n), n)
     u = <unsigned long long>(-(x + 1)) + 1 if x < 0 else <unsigned long long>x
-    while True:
-        i -= 1
-        digits[i] = <char>(48 + u % 10)
-        u //= 10
-        if u == 0:
-            break
+    i = _digits_before(digits + 24, u) - digits
     if x < 0:
         i -= 1
         digits[i] = 45  # -
@@ -194,13 +199,8 @@ cdef int _write_float(Buffer* out, double x) except -1:
 cdef int _write_decimal(Buffer* out, long long m, int d, bint negative) except -1:
     """m / 10**d with d decimals (at least one), as repr spells it."""
     cdef char digits[64]
-    cdef int end = 64, i = 64, point
-    while True:
-        i -= 1
-        digits[i] = <char>(48 + m % 10)
-        m //= 10
-        if m == 0:
-            break
+    cdef int end = 64, i, point
+    i = _digits_before(digits + 64, <unsigned long long>m) - digits
     while 64 - i <= d:  # 0.000ddd: the zeros between the point and the digits, and the 0 before it
         i -= 1
         digits[i] = 48

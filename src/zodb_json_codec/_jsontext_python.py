@@ -1,8 +1,8 @@
-"""JSON text from decoded values, by the reference's two sets of rules (Python twin).
+"""JSON text from decoded values, by the Rust codec's two sets of rules (Python twin).
 
 ``pg_json_text``: compact, insertion order, the PostgreSQL writer's spelling
 (``\\u0008``, ``1e-7``, integral floats positional) and what ``jsonb`` cannot
-store rewritten (``@ns``, ``@su``, ``@f``; CONTRACT L4).  ``pretty_json_text``:
+store rewritten (``@ns``, ``@su``, ``@f``; docs/format.md, "JSON text").  ``pretty_json_text``:
 2-space indent and sorted keys, as ``pickle_to_json`` writes.  Values whose
 decoder flags say nothing needs special spelling, and which are shallow
 enough for its recursion, go through ``json.dumps`` (C speed); everything
@@ -23,6 +23,7 @@ from ._common import (
     JSON_DEPTH_LIMIT, STDLIB_JSON_DEPTH, CodecError, b64encode, float_marker, float_text, has_surrogate,
     rebuild_tree,
 )
+from ._decode_common import F_FLOAT, F_NUL, F_SURROGATE
 from ._decode_known import check_class_names
 from ._known import marker_kind
 
@@ -134,6 +135,19 @@ def _depth_error() -> CodecError:
     return CodecError("invalid pickle data: maximum nesting depth exceeded in JSON conversion")
 
 
+def _scalar_text(v: Any, plus_exponent: bool, positional_integers: bool) -> str:
+    """JSON text of None, a bool or a float (floats spelled as ``float_text`` says)."""
+    if v is None:
+        return "null"
+    if v is True:
+        return "true"
+    if v is False:
+        return "false"
+    if type(v) is float:
+        return float_text(v, plus_exponent, positional_integers)
+    raise CodecError(f"cannot write a {type(v).__name__} as JSON")
+
+
 def _write_pg(root: Any, out: List[str]) -> None:
     ap = out.append
     stack: list = []
@@ -162,18 +176,10 @@ def _write_pg(root: Any, out: List[str]) -> None:
                         ap("[")
                         it, is_dict, close = iter(v), False, "]"
                     break
-            elif v is None:
-                ap("null")
-            elif v is True:
-                ap("true")
-            elif v is False:
-                ap("false")
             elif t is int:
                 ap(str(v))
-            elif t is float:
-                ap(float_text(v, False, True))
             else:
-                raise CodecError(f"cannot write a {t.__name__} as JSON")
+                ap(_scalar_text(v, False, True))
             ap(",")
         else:
             if not stack:
@@ -198,6 +204,11 @@ def _has_depth_within(value: Any, levels: int) -> bool:
     return False
 
 
+# Decoder flags of what jsonb cannot store (U+0000, lone surrogates, NaN,
+# infinities, -0.0): the state is rewritten with markers before writing.
+_PG_REWRITE = F_NUL | F_SURROGATE | F_FLOAT
+
+
 def pg_json_text(state: Any, special: int, shallow: bool = False) -> str:
     """The compact PostgreSQL JSON text of a decoded state.
 
@@ -212,7 +223,7 @@ def pg_json_text(state: Any, special: int, shallow: bool = False) -> str:
         if "\\b" in text or "\\f" in text:
             text = _pg_escapes(text)
         return text
-    if special & 7:  # NUL, surrogate or non-finite float somewhere
+    if special & _PG_REWRITE:
         state = sanitize_for_pg(state)
     out: List[str] = []
     _write_pg(state, out)
@@ -253,18 +264,10 @@ def _write_pretty(root: Any, out: List[str]) -> None:
                         ap("[")
                         it, is_dict = iter(v), False
                     break
-            elif v is None:
-                ap("null")
-            elif v is True:
-                ap("true")
-            elif v is False:
-                ap("false")
             elif t is int:
                 ap(str(v))
-            elif t is float:
-                ap(float_text(v, True, False))
             else:
-                raise CodecError(f"cannot write a {t.__name__} as JSON")
+                ap(_scalar_text(v, True, False))
             ap(",")
         else:
             if not stack:
@@ -276,9 +279,14 @@ def _write_pretty(root: Any, out: List[str]) -> None:
             ap(",")
 
 
+# Decoder flags of what no JSON text can hold (lone surrogates, NaN,
+# infinities; -0.0 is among F_FLOAT's floats, and kept as it is).
+_NO_JSON_TEXT = F_SURROGATE | F_FLOAT
+
+
 def pretty_json_text(value: Any, special: int) -> str:
     """``pickle_to_json`` text: 2-space indent, keys sorted by code point."""
-    if special & 6:  # NaN, infinities or lone surrogates: no JSON text can hold them
+    if special & _NO_JSON_TEXT:
         value = sanitize_for_pg(value, pg=False)
     out: List[str] = []
     _write_pretty(value, out)
