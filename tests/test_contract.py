@@ -5,7 +5,6 @@ from __future__ import annotations
 import collections
 import datetime as dt
 import decimal
-import io
 import json
 import pickle
 import uuid
@@ -15,6 +14,7 @@ import pytz
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers import PATHS, Ref, record, records_back, same_records
 from zodb_json_codec import _fidelity
 
 APPENDIX_A = (
@@ -30,35 +30,11 @@ APPENDIX_A_STATE = {"data": {"title": "Hello", "n": 1.0, "when": {"@dt": "2025-0
                              "tags": {"@t": ["a", "b"]}, "raw": {"@b": "AP8="}, "price": {"@dec": "9.90"}}}
 
 
-class _Pickler(pickle.Pickler):
-    """persistent_id as a method: Python 3.13 no longer lets instances set it."""
-
-    def __init__(self, file, protocol, persistent_id):
-        super().__init__(file, protocol)
-        self._persistent_id = persistent_id
-
-    def persistent_id(self, obj):
-        return self._persistent_id(obj)
-
-
-def record(state, klass=(("app.mod", "Kls"), None), protocol=3, persistent_id=None):
-    """Class and state pickled by one pickler, as ZODB does."""
-    f = io.BytesIO()
-    p = pickle.Pickler(f, protocol) if persistent_id is None else _Pickler(f, protocol, persistent_id)
-    p.dump(klass)
-    p.dump(state)
-    return f.getvalue()
-
-
-def same(a: bytes, b: bytes) -> bool:
-    return _fidelity.same(_fidelity.load_record(a), _fidelity.load_record(b))
-
-
 def roundtrips(impl, data: bytes) -> None:
-    """Both paths give the same objects back (the JSON one through json text)."""
-    assert same(data, impl.encode_zodb_record(impl.decode_zodb_record(data)))
-    module, name, text, _ = impl.decode_zodb_record_for_pg_json(data)
-    assert same(data, impl.encode_zodb_record({"@cls": [module, name], "@s": json.loads(text)}))
+    """Every path (the dict, the dict variant through json.dumps, the JSON text) gives the same objects back."""
+    for path in PATHS:
+        (again,) = records_back(impl, [data], path)
+        assert same_records(data, again), path
 
 
 # ---------------------------------------------------------------------------
@@ -230,15 +206,6 @@ def test_dict_and_list_subclass_contents_in_every_path(impl):
 OID = b"\x00\x00\x00\x00\x00\x00\x00\x07"
 
 
-class Ref:
-    def __init__(self, pid):
-        self.pid = pid
-
-
-def _pid(obj):
-    return obj.pid if isinstance(obj, Ref) else None
-
-
 @pytest.mark.parametrize("pid, compact", [
     ((OID, Plain), ["0000000000000007", f"{__name__}.Plain"]),
     ((OID, None), "0000000000000007"),
@@ -248,7 +215,7 @@ def _pid(obj):
     (["n", ("other", OID)], ["n", {"@t": ["other", {"@b": "AAAAAAAAAAc="}]}]),
 ])
 def test_reference_forms_round_trip(impl, pid, compact):
-    data = record({"r": Ref(pid)}, persistent_id=_pid)
+    data = record({"r": Ref(pid)})
     module, name, state, refs = impl.decode_zodb_record_for_pg(data)
     assert state == {"r": {"@ref": compact}}
     if isinstance(pid, bytes) or (isinstance(pid, tuple) and isinstance(pid[0], bytes)):
