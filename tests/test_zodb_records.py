@@ -5,7 +5,8 @@ in ``zodbapp`` with attributes of every kind, PersistentMapping,
 PersistentList, BTrees split into many buckets, a Length, weak references
 and cross-database references.  For every record revision (as the storage
 iterator gives them) the contract's promises are checked: decode -> encode
-loses nothing, neither does the JSON text after a PostgreSQL jsonb column,
+loses nothing on each path a storage takes (helpers.PATHS; the PostgreSQL
+ones after a real jsonb column),
 ``refs`` holds every oid ZODB's own ``referencesf`` finds, and the class is
 named right.  Then the shapes the reference's users rely on.
 """
@@ -42,6 +43,7 @@ from ZODB.utils import p64, u64
 
 import cpython_pickle
 import zodbapp
+from helpers import PATHS, records_back, same_records
 from pgjsonb import jsonb_texts, record_after_jsonb
 from zodb_json_codec import _fidelity
 
@@ -110,7 +112,7 @@ def _loads_plainly(data: bytes) -> bool:
 def _same(original: bytes, again: bytes) -> bool:
     """The contract's comparison; records it cannot load are compared with their contents."""
     if _loads_plainly(original):
-        return _fidelity.same(_fidelity.load_record(original), _fidelity.load_record(again))
+        return same_records(original, again)
     return _fidelity.same(_load_with_contents(original), _load_with_contents(again))
 
 
@@ -428,24 +430,17 @@ def test_the_content_aware_comparison_sees_contents(zodb):
 # The contract's promises, on every revision
 # ---------------------------------------------------------------------------
 
-def test_dict_path_loses_nothing(impl, zodb):
-    lost = []
-    for r in zodb.records:
-        again = impl.encode_zodb_record(impl.decode_zodb_record(r.data))
-        if not _same(r.data, again):
-            lost.append((r.db, r.oid.hex(), zodb.classes[r.db, r.oid]))
-    assert lost == []
-
-
-def test_json_text_survives_postgresql_jsonb(impl, zodb, pg_dsn):
-    decoded = [impl.decode_zodb_record_for_pg_json(r.data) for r in zodb.records]
-    texts = jsonb_texts(pg_dsn, [d[2] for d in decoded])
-    assert len(texts) == len(zodb.records)
-    lost = []
-    for r, (module, name, _, _), text in zip(zodb.records, decoded, texts):
-        again = impl.encode_zodb_record({"@cls": [module, name], "@s": json.loads(text)})
-        if not _same(r.data, again):
-            lost.append((r.db, r.oid.hex(), zodb.classes[r.db, r.oid]))
+@pytest.mark.parametrize("path", PATHS)
+def test_nothing_lost(impl, zodb, path, request):
+    """decode -> keep -> encode gives the same objects; the JSON of the pg paths through a real jsonb column."""
+    data = [r.data for r in zodb.records]
+    if path == "dict":
+        again = records_back(impl, data, path)
+    else:
+        pg_dsn = request.getfixturevalue("pg_dsn")
+        again = records_back(impl, data, path, lambda texts: jsonb_texts(pg_dsn, texts))
+    lost = [(r.db, r.oid.hex(), zodb.classes[r.db, r.oid])
+            for r, back in zip(zodb.records, again) if not _same(r.data, back)]
     assert lost == []
 
 
