@@ -203,7 +203,7 @@ def test_sdist_without_compiler_installs_the_pure_twin(tmp_path):
     ids=lambda settings: " ".join(f"{k}={v}" for k, v in settings.items()) or "nothing set",
 )
 def test_build_without_compiler_follows_the_switch(tmp_path, monkeypatch, settings):
-    """What the import would ask for (_switch) decides the build: required fails, auto warns, pure is silent."""
+    """What the import would ask for (_switch) decides the build: required fails, auto warns, python is silent."""
     mode = mode_under(monkeypatch, settings)
     build = pip_wheel(source_tree(tmp_path), tmp_path / "wheels", dict(settings, CC="false"))
     if mode == _switch.CYTHON:

@@ -25,7 +25,7 @@ def load_twin(implementation: str) -> SimpleNamespace:
     """The twin's functions (plus name, decode_module, encode_module).
 
     The Cython twin is skipped, with the reason shown, when it is not
-    built or pure mode is asked for, and fails the test when
+    built or the Python twin is asked for, and fails the test when
     ZODB_JSON_CODEC_PURE_PYTHON=0 (or PURE_PYTHON=0) requires it or it is
     installed but broken.
     """
@@ -37,7 +37,7 @@ def load_twin(implementation: str) -> SimpleNamespace:
     if mode == _impl.PYTHON:
         if sys.implementation.name == "pypy":
             pytest.skip("Cython twin: PyPy always runs the Python twin")
-        pytest.skip("Cython twin: pure-Python mode requested (ZODB_JSON_CODEC_PURE_PYTHON / PURE_PYTHON)")
+        pytest.skip("Cython twin: the Python twin requested (ZODB_JSON_CODEC_PURE_PYTHON / PURE_PYTHON)")
     try:
         return _twin("cython")
     except ImportError as exc:
