@@ -1,4 +1,7 @@
-"""The reference's worked examples (REFERENCE.md) and each fix of CONTRACT.md (L1-L10), for each twin."""
+"""The Rust codec's worked example, and each place where we write what it lost or refused, for each twin.
+
+The sections follow docs/format.md, "Differences from the Rust codec".
+"""
 
 from __future__ import annotations
 
@@ -117,7 +120,7 @@ def test_btree_shapes(impl):
 
 
 # ---------------------------------------------------------------------------
-# L1 class metadata
+# Class metadata (docs/format.md, "Class metadata")
 # ---------------------------------------------------------------------------
 
 class Plain:
@@ -157,7 +160,7 @@ def test_other_first_pickles_are_kept_as_an_object_record(impl):
 
 
 # ---------------------------------------------------------------------------
-# L2 instances
+# Instances: REDUCE + BUILD, NEWOBJ without BUILD, dict and list subclass contents
 # ---------------------------------------------------------------------------
 
 class WithReduceAndState:
@@ -200,7 +203,7 @@ def test_dict_and_list_subclass_contents_in_every_path(impl):
 
 
 # ---------------------------------------------------------------------------
-# L3 references
+# References (docs/format.md, "Persistent references")
 # ---------------------------------------------------------------------------
 
 OID = b"\x00\x00\x00\x00\x00\x00\x00\x07"
@@ -234,7 +237,7 @@ def test_persid_text_and_ambiguous_ids(impl):
 
 
 # ---------------------------------------------------------------------------
-# L4 text in PostgreSQL
+# Text in PostgreSQL: @ns, @su, @f (docs/format.md, "Markers", "JSON text")
 # ---------------------------------------------------------------------------
 
 def test_nul_surrogates_and_special_floats_for_pg(impl):
@@ -266,7 +269,7 @@ def test_nul_in_a_class_name_is_a_value_error_for_pg(impl):
 
 
 # ---------------------------------------------------------------------------
-# L5 user data that looks like a marker
+# User data that looks like a marker (docs/format.md, "Markers and user data")
 # ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("user", [
@@ -288,7 +291,7 @@ def test_other_at_keys_stay_plain(impl, user):
 
 
 # ---------------------------------------------------------------------------
-# L6 encoder input
+# Encoder input: one rule set, native values as themselves
 # ---------------------------------------------------------------------------
 
 NATIVE = {
@@ -331,7 +334,7 @@ def test_json_to_pickle_keeps_order_and_numbers(impl):
 
 
 # ---------------------------------------------------------------------------
-# L7 protocols
+# Protocols 0 to 5
 # ---------------------------------------------------------------------------
 
 def test_protocol_0_escapes_inst_and_pop_mark(impl):
@@ -428,7 +431,7 @@ def test_shared_objects_are_shared_and_cycles_are_verbatim(impl):
 
 
 # ---------------------------------------------------------------------------
-# L9 limits and L10 bytes
+# Limits (docs/format.md, "Nesting depth") and the bytes the encoders write (protocol 3)
 # ---------------------------------------------------------------------------
 
 def test_sparse_memo(impl):

@@ -1,4 +1,4 @@
-"""The contract's three promises on every record of the public and wikipedia corpora, for each twin.
+"""The codec's promises on every record of the public and wikipedia corpora, for each twin.
 
 1. nothing lost on each path a storage takes (helpers.PATHS): decode ->
    encode gives the same objects, for the two PostgreSQL paths after a real
@@ -17,7 +17,7 @@ from ZODB.serialize import referencesf
 from ZODB.utils import u64
 
 import helpers
-from corpus import NAMES, faithful, record, vectors
+from corpus import NAMES, faithful, row_record, vectors
 from helpers import PATHS, records_back, same_records
 from pgjsonb import jsonb_texts
 from zodb_json_codec import _fidelity
@@ -40,7 +40,7 @@ def test_same_as_reference_where_the_reference_is_right(impl, name):
     rows = faithful(name)
     assert rows, "the corpus copy lost its faithful rows"
     for row in rows:
-        data = record(row)
+        data = row_record(row)
         mine = impl.decode_zodb_record(data)
         assert json.dumps(mine, ensure_ascii=False) == row["dict"], row["oid"]
         module, cls, state_json, refs = impl.decode_zodb_record_for_pg_json(data)
@@ -56,7 +56,7 @@ def test_same_as_reference_where_the_reference_is_right(impl, name):
 def test_nothing_lost(impl, name, path, request):
     """decode -> keep -> encode gives the same objects; the JSON of the pg paths through a real jsonb column."""
     rows = vectors(name)
-    data = [record(row) for row in rows]
+    data = [row_record(row) for row in rows]
     if path == "dict":
         again = records_back(impl, data, path)
     else:
@@ -85,7 +85,7 @@ def test_pg_dict_variant_is_the_json_text_but_for_big_floats(impl):
 @pytest.mark.parametrize("name", NAMES)
 def test_refs_contain_every_oid_zodb_finds(impl, name):
     for row in vectors(name):
-        data = record(row)
+        data = row_record(row)
         module, cls, _, refs = impl.decode_zodb_record_for_pg(data)
         assert (module, cls, refs) == tuple(impl.decode_zodb_record_for_pg_json(data)[i] for i in (0, 1, 3))
         try:
@@ -99,7 +99,7 @@ def test_refs_contain_every_oid_zodb_finds(impl, name):
 @pytest.mark.parametrize("name", NAMES)
 def test_reencoding_is_idempotent(impl, name):
     for row in vectors(name):
-        once = impl.encode_zodb_record(impl.decode_zodb_record(record(row)))
+        once = impl.encode_zodb_record(impl.decode_zodb_record(row_record(row)))
         twice = impl.encode_zodb_record(impl.decode_zodb_record(once))
         assert once == twice, row["oid"]
 

@@ -176,7 +176,7 @@ def test_pytz_values_compare_for_real():
 
 
 def test_pytz_utc_and_timezone_utc_are_the_same_zone_with_or_without_pytz(monkeypatch):
-    """Both are written "+00:00" (CONTRACT promise 3); without pytz its UTC is a stand-in."""
+    """Both are written "+00:00", as the Rust codec does; without pytz its UTC is a stand-in."""
     pytz = pytest.importorskip("pytz")
     when = datetime.datetime(2024, 7, 1, 8)
     a = record({"t": when.replace(tzinfo=pytz.utc)})

@@ -1,6 +1,6 @@
 """Property-based tests: generated values pickled as ZODB records, through every path, for each twin.
 
-Values of every kind the contract names (CONTRACT L4-L7) are nested at
+Values of every kind docs/format.md names (its "Markers" table) are nested at
 random, pickled the way ZODB pickles a record (zodbpickle, protocol 3, one
 pickler for the class pickle and the state pickle, persistent ids for
 references), and the codec must keep them intact: decode -> encode, and the
@@ -352,7 +352,7 @@ def test_reencoding_is_idempotent(impl, rec):
 
     # The JSON path reaches a fixed point too.  (After one more round: the
     # JSON text spells every NaN {"@f": "nan"}, dropping sign and payload,
-    # which the contract's comparison does not count as a change.)
+    # which helpers.same_records does not count as a change.)
     def via_json(record: bytes) -> bytes:
         module, name, text, _ = impl.decode_zodb_record_for_pg_json(record)
         return impl.encode_zodb_record({"@cls": [module, name], "@s": json.loads(text)})
@@ -364,7 +364,7 @@ def test_reencoding_is_idempotent(impl, rec):
 @SETTINGS
 @given(meta=metas, state=states, protocol=st.sampled_from([0, 1, 2, 4, 5]))
 def test_other_protocols_lose_nothing(impl, jsonb, meta, state, protocol):
-    # CONTRACT L7: protocols 0 to 5 (ZODB writes 3; older and newer tools
+    # Protocols 0 to 5 (ZODB writes 3; older and newer tools
     # wrote these).  Protocol 0 and 1 cannot write ZODB's persistent ids
     # (PERSID takes text), so there Ref values are pickled as objects.
     (meta, cls) = meta
@@ -386,7 +386,7 @@ def test_other_protocols_lose_nothing(impl, jsonb, meta, state, protocol):
 @pytest.mark.parametrize("state", [{"v": "\x00\ud800"}, {"\x00\ud800": 1}, {"v": ["a\udfff\x00b"]}],
                          ids=["value", "key", "nested value"])
 def test_text_with_nul_and_a_lone_surrogate_for_postgresql(impl, jsonb, state):
-    # Found by the properties above.  CONTRACT L4 rewrites text with U+0000
+    # Found by the properties above.  The _for_pg functions write text with U+0000
     # as @ns (plain UTF-8) and text with a lone surrogate as @su; text with
     # both must not make the _for_pg functions raise UnicodeEncodeError
     # (nothing but ValueError escapes, and this is a valid record).
@@ -406,9 +406,10 @@ def test_text_with_nul_and_a_lone_surrogate_for_postgresql(impl, jsonb, state):
 def test_user_dicts_that_the_postgresql_rewrite_turns_into_markers(impl, jsonb, user):
     # Found by the properties above.  These user dicts are no markers (the
     # value has the wrong type), so they are written as they are; but the
-    # rewrite for PostgreSQL (CONTRACT L4: @f, @ns, @su) makes their value a
+    # rewrite for PostgreSQL (@f, @ns, @su: docs/format.md, "Markers") makes their value a
     # dict, and then they read back as @reduce/@inst/@newobj/@dt+@tz markers
-    # (L5: user data that looks like a marker must come back as a dict).
+    # (user data that looks like a marker must come back as a dict:
+    # docs/format.md, "Markers and user data").
     data = make_record(zodbapp.Item, {"user": user})
     module, name, text, _ = impl.decode_zodb_record_for_pg_json(data)
     again = impl.encode_zodb_record({"@cls": [module, name], "@s": json.loads(jsonb([text])[0])})
@@ -451,7 +452,7 @@ def test_pickle_to_json_and_back_loses_nothing(impl, value, zodb):
     assert impl.pickle_to_json(again) == text
 
 
-# Native Python values given to the encoders (CONTRACT L6): everything but
+# Native Python values given to the encoders (docs/api.md): everything but
 # references, application objects and dict keys starting with "@" (which
 # the encoders read as markers: that is their input format).
 native_leaves = st.one_of(
