@@ -89,13 +89,14 @@ PATHS = tuple(_PATH_TEXTS)
 
 
 def records_back(impl: Any, data: Sequence[bytes], path: str,
-                 jsonb: Callable[[Sequence[str]], List[str]] = _no_database) -> List[bytes]:
+                 jsonb: Optional[Callable[[Sequence[str]], List[str]]] = None) -> List[bytes]:
     """Each record decoded on path, kept, read back and encoded by impl.
 
     jsonb(texts) is what the database gives back for each JSON text (e.g.
-    pgjsonb.jsonb_texts through a real jsonb column); by default the texts
-    themselves.  The "dict" path keeps no text.
+    pgjsonb.jsonb_texts through a real jsonb column; conftest's kept_by);
+    None: the texts themselves.  The "dict" path keeps no text.
     """
+    jsonb = jsonb or _no_database
     decoder, as_text = _PATH_TEXTS[path]
     decode = getattr(impl, decoder)
     if as_text is None:

@@ -179,7 +179,7 @@ def test_one_switch_for_build_and_import():
 
 
 @pytest.mark.parametrize("value", [None, "", "0", "1"])
-def test_pypy_is_always_pure(monkeypatch, value):
+def test_pypy_always_runs_the_python_twin(monkeypatch, value):
     fake = types.SimpleNamespace(**vars(sys.implementation))
     fake.name = "pypy"
     monkeypatch.setattr(sys, "implementation", fake)
@@ -194,14 +194,14 @@ def test_pypy_is_always_pure(monkeypatch, value):
 @pytest.mark.parametrize(
     "env", [{"ZODB_JSON_CODEC_PURE_PYTHON": "1"}, {"PURE_PYTHON": "1"}, {"ZODB_JSON_CODEC_PURE_PYTHON": "yes", "PURE_PYTHON": "0"}]
 )
-def test_pure_mode_uses_python(env):
+def test_asking_for_python_uses_python(env):
     proc = implementation(env)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "python"
     assert "Warning" not in proc.stderr
 
 
-def test_default_uses_compiled_when_built():
+def test_default_uses_cython_when_built():
     proc = implementation({})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == ("cython" if CYTHON_BUILT else "python")
@@ -209,7 +209,7 @@ def test_default_uses_compiled_when_built():
 
 
 @pytest.mark.parametrize("env", [{"ZODB_JSON_CODEC_PURE_PYTHON": "0"}, {"ZODB_JSON_CODEC_REQUIRE_EXT": "1"}])
-def test_required_compiled(env):
+def test_required_cython(env):
     if PYPY:
         assert_pypy_runs_python(env)  # "0" asks for nothing PyPy would run
         proc = implementation(env, AS_CPYTHON)
@@ -233,7 +233,7 @@ def test_required_compiled(env):
     ],
     ids=["decoder-broken", "both-broken", "encoder-missing"],
 )
-def test_broken_compiled_twin_warns_and_falls_back(modules):
+def test_broken_cython_twin_warns_and_uses_python(modules):
     prelude = f"MODULES = {modules!r}\n" + FAKE_CYTHON
     if PYPY:
         assert_pypy_runs_python({}, modules)  # a broken build PyPy never imports is no news
@@ -246,7 +246,7 @@ def test_broken_compiled_twin_warns_and_falls_back(modules):
 
 
 @pytest.mark.parametrize("env", [{"ZODB_JSON_CODEC_PURE_PYTHON": "0"}, {"ZODB_JSON_CODEC_REQUIRE_EXT": "1"}])
-def test_broken_compiled_twin_is_an_error_when_required(env):
+def test_broken_cython_twin_is_an_error_when_required(env):
     modules = {"zodb_json_codec._decode_cython": "broken"}
     prelude = f"MODULES = {modules!r}\n" + FAKE_CYTHON
     if PYPY:

@@ -25,7 +25,6 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import pytest
@@ -101,15 +100,6 @@ def _malloc_in_use() -> Optional[int]:
     mallinfo2.restype = _MallInfo2
     info = mallinfo2()
     return info.uordblks + info.hblkhd  # heap chunks in use + chunks mmap'ed on their own
-
-
-def twin(implementation: str) -> SimpleNamespace:
-    from zodb_json_codec import _impl
-
-    decode, encode = _impl.import_twin(implementation)
-    functions = {name: getattr(decode, name) for name in _impl.DECODE_FUNCTIONS}
-    functions.update({name: getattr(encode, name) for name in _impl.ENCODE_FUNCTIONS})
-    return SimpleNamespace(name=implementation, **functions)
 
 
 def _sample_records(count: int = 90) -> List[bytes]:
@@ -238,7 +228,8 @@ def measured_in_child(implementation: str, leak: bool = False) -> Dict[str, Any]
         import json, sys, time
         sys.path.insert(0, {str(TESTS)!r})
         import test_leaks as L
-        impl = L.twin({implementation!r})
+        from twinloader import twin_functions
+        impl = twin_functions({implementation!r})
         calls = L.workload(impl)
         if {leak!r}:
             calls = L.leaky(calls)

@@ -12,7 +12,8 @@ from types import SimpleNamespace
 import pytest
 
 
-def _twin(implementation: str) -> SimpleNamespace:
+def twin_functions(implementation: str) -> SimpleNamespace:
+    """The twin's functions (plus name, decode_module, encode_module); ImportError if it cannot be had."""
     from zodb_json_codec import _impl
 
     decode, encode = _impl.import_twin(implementation)
@@ -32,14 +33,14 @@ def load_twin(implementation: str) -> SimpleNamespace:
     from zodb_json_codec import _impl
 
     if implementation == "python":
-        return _twin("python")
+        return twin_functions("python")
     mode = _impl.requested_mode()
     if mode == _impl.PYTHON:
         if sys.implementation.name == "pypy":
             pytest.skip("Cython twin: PyPy always runs the Python twin")
         pytest.skip("Cython twin: the Python twin requested (ZODB_JSON_CODEC_PURE_PYTHON / PURE_PYTHON)")
     try:
-        return _twin("cython")
+        return twin_functions("cython")
     except ImportError as exc:
         if mode == _impl.CYTHON:
             pytest.fail(f"Cython twin required (ZODB_JSON_CODEC_PURE_PYTHON=0) but not importable: {exc}")
