@@ -39,7 +39,7 @@ def deep(depth):
 
 
 def synthetic():
-    """The same ten shapes the reference codec publishes numbers for."""
+    """The same ten shapes the Rust codec publishes numbers for."""
     return {
         "simple_flat_dict": record("app", "Doc", {"title": "Hello World", "count": 42, "active": True,
                                                   "ratio": 3.14159}),
@@ -96,7 +96,7 @@ def generated_path(name: str) -> Path:
 
 
 def fs_records(path, limit: Optional[int] = None) -> List[bytes]:
-    """Every non-empty data record of a FileStorage, in storage order (as compare.py reads them)."""
+    """Every non-empty data record of a FileStorage, in storage order."""
     from ZODB.FileStorage import FileStorage  # heavy: only when a scan is asked for
 
     fs = FileStorage(str(path), read_only=True)

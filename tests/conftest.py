@@ -1,11 +1,15 @@
-"""Fixtures shared by the suite: ``impl`` (each twin in turn), ``pg_dsn`` and ``module_pg_dsn`` (throwaway PostgreSQLs)."""
+"""Fixtures shared by the suite: ``impl`` (each twin in turn), ``pg_dsn`` and ``module_pg_dsn`` (throwaway
+PostgreSQLs), ``kept_by`` (what a storage's database gives back on a path).
+
+Helpers shared as functions (records, the comparison, the paths, the command
+line) are in tests/helpers.py."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Iterator
+from typing import Callable, Iterator, List, Optional, Sequence
 
 import pytest
 
@@ -42,3 +46,18 @@ def pg_dsn() -> Iterator[str]:
 def module_pg_dsn() -> Iterator[str]:
     """DSN of a throwaway PostgreSQL of the test module's own; fails (never skips) if it cannot start."""
     yield from _throwaway_postgresql("this test module")
+
+
+@pytest.fixture
+def kept_by(path: str, request: pytest.FixtureRequest) -> Optional[Callable[[Sequence[str]], List[str]]]:
+    """For a test parametrized over helpers.PATHS: a real jsonb column for the pg paths, None for "dict".
+
+    (helpers.records_back takes it as its jsonb argument; PostgreSQL is only
+    started for the paths that need it.)
+    """
+    if path == "dict":
+        return None
+    from pgjsonb import jsonb_texts
+
+    dsn = request.getfixturevalue("pg_dsn")
+    return lambda texts: jsonb_texts(dsn, texts)

@@ -1,12 +1,13 @@
 """The corpora copied into tests/data: reference vectors and FileStorages.
 
-``vectors(name)`` gives the reference codec's outputs for every record of a
+``vectors(name)`` gives the Rust codec's outputs for every record of a
 corpus ("public" or "wikipedia"), made by scripts/slim_vectors.py: dicts
 with oid, tid, record (base64), dict (json.dumps of the reference's
 decode_zodb_record), pg_json ([module, name, state_json, refs] of its
 decode_zodb_record_for_pg_json) and the labels lossless / pg_lossless (did
 the reference keep the record intact, through encode_zodb_record, and
-through PostgreSQL jsonb).  ``records(name)`` gives (oid, raw bytes).
+through PostgreSQL jsonb).  ``row_record(row)`` gives a row's record bytes,
+``records(name)`` (oid hex, record bytes) of every row.
 """
 
 from __future__ import annotations
@@ -30,14 +31,15 @@ def vectors(name: str) -> Tuple[dict, ...]:
         return tuple(json.loads(line) for line in f)
 
 
-def record(row: dict) -> bytes:
+def row_record(row: dict) -> bytes:
+    """The record bytes of a corpus row."""
     return base64.b64decode(row["record"])
 
 
 def records(name: str) -> Iterator[Tuple[str, bytes]]:
     """(oid hex, record bytes) of every record revision of the corpus."""
     for row in vectors(name):
-        yield row["oid"], record(row)
+        yield row["oid"], row_record(row)
 
 
 def faithful(name: str) -> List[dict]:

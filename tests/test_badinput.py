@@ -1,10 +1,12 @@
 """Bad input, for each twin: damaged records, hostile records, deep nesting, wrong argument types.
 
-CONTRACT: every problem with the data is a ValueError (with the byte offset
-for pickles); nothing else escapes -- no RecursionError, MemoryError,
-IndexError, OverflowError, UnicodeError, no crash, no hang (L9: nesting
-beyond 1000 levels is a ValueError in every direction, memo indices are
-sparse, declared lengths beyond the input fail before allocating).
+The rule (docs/api.md, docs/format.md "Nesting depth" and "Differences from
+the Rust codec", Limits and Errors): every problem with the data is a
+ValueError (with the byte offset for pickles); nothing else escapes -- no
+RecursionError, MemoryError, IndexError, OverflowError, UnicodeError, no
+crash, no hang.  Nesting beyond 1000 levels is a ValueError in every
+direction, memo indices are sparse, declared lengths beyond the input fail
+before allocating.
 
 Whatever could crash the process (a Cython twin overflowing its C stack,
 a runaway allocation) runs in a child interpreter (``_isolated``: the code
@@ -34,16 +36,13 @@ from typing import Any, Dict, Iterable, List
 
 import pytest
 
-from corpus import record, vectors
+from corpus import row_record, vectors
+from helpers import DECODERS, PICKLE_DECODERS, RECORD_DECODERS, same_records
 from strictcompare import diff
 from zodb_json_codec._db import fidelity as _fidelity
 from zodb_json_codec._jsonread import read_json
 
 TESTS = Path(__file__).resolve().parent
-DECODERS = ("decode_zodb_record", "decode_zodb_record_for_pg", "decode_zodb_record_for_pg_json",
-            "pickle_to_dict", "pickle_to_json")
-RECORD_DECODERS = DECODERS[:3]
-PICKLE_DECODERS = DECODERS[3:]
 
 CLASS_PICKLE = b"\x80\x03cpersistent.mapping\nPersistentMapping\nq\x00."
 
@@ -182,7 +181,7 @@ def sample_records() -> List[bytes]:
     """A handful of public corpus records of different classes, 80 bytes to 2.5 kB."""
     picked: Dict[Any, bytes] = {}
     for row in vectors("public"):
-        data = record(row)
+        data = row_record(row)
         if not 80 <= len(data) <= 2500 or not row["pg_json"]:
             continue
         cls = tuple(row["pg_json"][:2])
@@ -209,7 +208,7 @@ def _call_all(functions, names, data, report, label):
             message = str(exc)
             if "offset" not in message:
                 report["no_offset"].append([name, message[:200], base64.b64encode(data).decode()])
-        except BaseException as exc:  # noqa: BLE001 - the contract allows nothing else
+        except BaseException as exc:  # noqa: BLE001 - nothing but ValueError may escape
             kind = type(exc).__name__
             report["escaped"].append([name, f"{kind}: {str(exc)[:200]}", base64.b64encode(data).decode()])
         else:
@@ -293,7 +292,7 @@ def fuzz_report(functions, seed: int, count: int) -> dict:
 
 
 def fuzz_lossless_report(functions, seed: int, count: int) -> dict:
-    """Mutants that still decode and that pickle itself can load must come back intact (promise 1)."""
+    """Mutants that still decode and that pickle itself can load must come back intact (nothing is lost)."""
     report = {"checked": 0, "unloadable": 0, "incomparable": 0, "failures": []}
     for data in mutants(sample_records(), seed, count):
         try:
@@ -309,7 +308,7 @@ def fuzz_lossless_report(functions, seed: int, count: int) -> dict:
             again = [functions["encode_zodb_record"](decoded)]
             try:
                 module, name, text, _ = functions["decode_zodb_record_for_pg_json"](data)
-            except ValueError as exc:  # a class name PostgreSQL cannot store (CONTRACT L4)
+            except ValueError as exc:  # a NUL in a class name: PostgreSQL cannot store it
                 if "U+0000" not in str(exc) and "surrogate" not in str(exc):
                     raise
             else:
@@ -454,7 +453,8 @@ def test_memo_index_2_31_decodes_without_allocating(impl):
 
 
 def test_200000_memo_entries_decode(impl):
-    # The reference refuses more than 100 000 memo entries; CONTRACT L9 wants them decoded.
+    # The Rust codec refuses more than 100 000 memo entries; we decode any number
+    # (docs/format.md, "Differences from the Rust codec", Limits).
     result = _isolated(impl, r"""
         import struct
         n = 200000
@@ -584,7 +584,7 @@ def test_100000_deep_pickles_are_value_errors(impl, shape):
 def test_100000_nested_persistent_references_are_a_value_error(impl):
     # BINPERSID on the result of BINPERSID: CPython's unpickler takes it
     # (persistent_load of a loaded reference).  The value is 100 000 levels
-    # deep like any other; CONTRACT L9 wants a ValueError, not a value that
+    # deep like any other: a ValueError (docs/format.md, "Nesting depth"), not a value that
     # json.dumps or the encoders then fail on.
     result = _isolated(impl, 'body = b"N" + b"Q" * 100000\n' + textwrap.dedent(_DEEP_DECODE))
     _assert_all_value_errors(result)
@@ -593,8 +593,9 @@ def test_100000_nested_persistent_references_are_a_value_error(impl):
 def test_deep_pickle_with_a_shared_list_is_a_value_error_not_verbatim(impl):
     # A list memoized, fetched again (BINGET) and then filled: the decoder
     # must check the graph for cycles.  5000 or 100 000 levels deep it is
-    # still nesting beyond 1000 levels, a ValueError (CONTRACT L9), as it is
-    # at 2000 levels -- not a "valid record JSON cannot carry" (@pkl, L8).
+    # still nesting beyond 1000 levels, a ValueError (docs/format.md, "Nesting
+    # depth"), as it is at 2000 levels -- not a "valid record JSON cannot
+    # carry" (docs/format.md, "The verbatim fallback (`@pkl`)").
     result = _isolated(impl, r"""
         result = {}
         for n in (2000, 5000, 100000):
@@ -679,8 +680,9 @@ def test_json_to_pickle_of_100000_levels_is_a_value_error(impl):
         assert seconds < 10
 
 
-# REFERENCE 3.4: the root is depth 0, each container's children one deeper,
-# deeper than 1000 fails: 1001 nested containers decode, 1002 do not.
+# As the Rust codec counts depth (docs/format.md, "Nesting depth"): the root is
+# depth 0, each container's children one deeper, deeper than 1000 fails: 1001
+# nested containers decode, 1002 do not.
 BOUNDARY_SHAPES = ["list", "list (MARK/APPENDS)", "tuple", "tuple (MARK/TUPLE)", "dict", "dict (MARK/DICT)",
                    "dict with int keys", "dict with tuple keys", "frozenset"]
 
@@ -692,21 +694,11 @@ EXTRA_LEVELS = {"dict with tuple keys": 1}
 @pytest.mark.parametrize("shape", BOUNDARY_SHAPES)
 def test_1001_nested_containers_decode_and_1002_do_not(impl, shape):
     n = 1001 - EXTRA_LEVELS.get(shape, 0)
-    for depth, body in ((1001, _nested(shape, n)), (1002, _nested(shape, n + 1))):
-        for fn in RECORD_DECODERS:
-            call = lambda: getattr(impl, fn)(rec(body))  # noqa: E731
-            if depth == 1001:
-                call()
-            else:
-                with pytest.raises(ValueError, match="depth"):
-                    call()
-        for fn in PICKLE_DECODERS:
-            call = lambda: getattr(impl, fn)(single(body))  # noqa: E731
-            if depth == 1001:
-                call()
-            else:
-                with pytest.raises(ValueError, match="depth"):
-                    call()
+    calls = [(fn, rec) for fn in RECORD_DECODERS] + [(fn, single) for fn in PICKLE_DECODERS]
+    for fn, wrap in calls:
+        getattr(impl, fn)(wrap(_nested(shape, n)))  # 1001 levels decode
+        with pytest.raises(ValueError, match="depth"):
+            getattr(impl, fn)(wrap(_nested(shape, n + 1)))  # 1002 do not
 
 
 def _objects_nested_through_their_items(n: int) -> bytes:
@@ -738,16 +730,16 @@ def test_objects_nested_through_their_items_are_three_levels_each(impl):
 
 @pytest.mark.parametrize("shape", BOUNDARY_SHAPES)
 def test_the_deepest_decodable_record_encodes_back(impl, shape, pg_dsn):
-    # Whatever decodes must encode back to the same objects (CONTRACT
-    # promise 1): the encoders' depth limit may not be stricter than the decoder's.
+    # Whatever decodes must encode back to the same objects (nothing is lost):
+    # the encoders' depth limit may not be stricter than the decoder's.
     from pgjsonb import record_after_jsonb
 
     depth = _deepest(lambda n: _decodes(impl, rec(_nested(shape, n))))
     data = rec(_nested(shape, depth))
     again = impl.encode_zodb_record(impl.decode_zodb_record(data))
-    assert _fidelity.same(_fidelity.load_record(data), _fidelity.load_record(again))
+    assert same_records(data, again)
     again = record_after_jsonb(impl, data, pg_dsn)
-    assert _fidelity.same(_fidelity.load_record(data), _fidelity.load_record(again))
+    assert same_records(data, again)
     single_data = single(_nested(shape, depth))
     again = impl.json_to_pickle(impl.pickle_to_json(single_data))
     assert _fidelity.same(_fidelity.Loader(io.BytesIO(single_data)).load(),
@@ -807,10 +799,10 @@ def test_whatever_decodes_at_the_depth_limit_encodes_back(impl, payload):
     assert n >= 995, n  # the payload itself is one or two levels
     decoded = impl.decode_zodb_record(data(n))
     again = impl.encode_zodb_record(decoded)
-    assert _fidelity.same(_fidelity.load_record(data(n)), _fidelity.load_record(again))
+    assert same_records(data(n), again)
     module, name, text, _ = impl.decode_zodb_record_for_pg_json(data(n))
     again = impl.encode_zodb_record({"@cls": [module, name], "@s": read_json(text)})
-    assert _fidelity.same(_fidelity.load_record(data(n)), _fidelity.load_record(again))
+    assert same_records(data(n), again)
 
 
 def test_reduce_of_os_system_decodes_to_a_marker_and_runs_nothing(impl, tmp_path, monkeypatch):
@@ -840,7 +832,7 @@ def test_reduce_of_os_system_decodes_to_a_marker_and_runs_nothing(impl, tmp_path
                                    "args": {"@t": [command.decode()]}}}
     # and it encodes back as the same REDUCE, still without running it
     again = impl.encode_zodb_record(impl.decode_zodb_record(rec(gadgets[0])))
-    assert _fidelity.same(_fidelity.load_record(rec(gadgets[0])), _fidelity.load_record(again))
+    assert same_records(rec(gadgets[0]), again)
     assert calls == [] and not marker.exists()
 
 
@@ -913,8 +905,8 @@ def test_marker_lookalike_dicts_decode_without_type_errors(impl, case):
 def test_record_level_errors_name_an_offset(impl, case):
     # Errors found after the opcodes were read (how deep the first pickle's
     # value is, what PostgreSQL can store, how deep the state is) still name
-    # the offset of the pickle they are about (CONTRACT: "for pickles, at
-    # which byte offset").
+    # the offset of the pickle they are about (docs/api.md: every error says
+    # what is wrong and where, the byte offset in a pickle).
     if case == "first pickle too deep":  # an object record (not class metadata): kept, so checked
         data, functions = single(_nested("list", 1100)) + single(b"N"), RECORD_DECODERS
     elif case == "NUL in the class name":

@@ -93,7 +93,7 @@ def tags(wheel: Path) -> str:
     return "-".join(wheel.stem.split("-")[-3:])
 
 
-def compiled_modules(wheel: Path) -> Dict[str, bytes]:
+def cython_modules(wheel: Path) -> Dict[str, bytes]:
     with zipfile.ZipFile(wheel) as zf:
         return {name: zf.read(name) for name in zf.namelist() if name.endswith((".so", ".pyd"))}
 
@@ -106,7 +106,7 @@ def root_is_purelib(wheel: Path) -> bool:
 
 def assert_pure_wheel(wheel: Path) -> None:
     assert tags(wheel) == "py3-none-any"
-    assert compiled_modules(wheel) == {}
+    assert cython_modules(wheel) == {}
     assert root_is_purelib(wheel)
 
 
@@ -150,7 +150,7 @@ def working_compiler() -> Optional[List[str]]:
 
 
 @compiler_from_cc
-def test_sdist_without_compiler_installs_the_pure_twin(tmp_path):
+def test_sdist_without_compiler_installs_the_python_twin(tmp_path):
     """pip install from the sdist on a machine without a compiler: the Python twin, and one line saying how to get the other."""
     tree = source_tree(tmp_path)
     proc = subprocess.run(
@@ -203,7 +203,7 @@ def test_sdist_without_compiler_installs_the_pure_twin(tmp_path):
     ids=lambda settings: " ".join(f"{k}={v}" for k, v in settings.items()) or "nothing set",
 )
 def test_build_without_compiler_follows_the_switch(tmp_path, monkeypatch, settings):
-    """What the import would ask for (_switch) decides the build: required fails, auto warns, pure is silent."""
+    """What the import would ask for (_switch) decides the build: required fails, auto warns, python is silent."""
     mode = mode_under(monkeypatch, settings)
     build = pip_wheel(source_tree(tmp_path), tmp_path / "wheels", dict(settings, CC="false"))
     if mode == _switch.CYTHON:
@@ -261,13 +261,13 @@ os.execvp({compiler}[0], {compiler} + sys.argv[1:])
 @pytest.mark.skipif(PYPY, reason="PyPy builds nothing")
 @compiler_from_cc
 @pytest.mark.skipif(working_compiler() is None, reason="no C compiler on this machine")
-def test_compiled_modules_are_fresh_or_absent(tmp_path):
+def test_cython_modules_are_fresh_or_absent(tmp_path):
     """With a compiler: every module rebuilt (never an earlier one taken as up to date), or none packed."""
     tree = source_tree(tmp_path)
     plant_stale_modules(tree)
 
     fresh = pip_wheel(tree, tmp_path / "fresh", {})
-    modules = compiled_modules(fresh.wheel)
+    modules = cython_modules(fresh.wheel)
     assert tags(fresh.wheel).startswith(f"cp{sys.version_info[0]}{sys.version_info[1]}-")
     assert not root_is_purelib(fresh.wheel)
     assert sorted(modules) == sorted(f"zodb_json_codec/{m}{EXT_SUFFIX}" for m in MODULES)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import corpus
+from helpers import cli
 import zodb_json_codec
 
 from ZODB.FileStorage import FileStorage
@@ -26,12 +27,6 @@ SUMMARY = re.compile(
 FIELDS = {"oid", "tid", "class_mod", "class_name", "state", "refs"}
 
 
-def cli(*args: str, code: str | None = None) -> subprocess.CompletedProcess:
-    """Run the command line in a child process (or code that calls it)."""
-    command = [sys.executable, "-c", code, *args] if code else [sys.executable, "-m", "zodb_json_codec", *args]
-    return subprocess.run(command, capture_output=True, text=True, encoding="utf-8", timeout=1200)
-
-
 def revisions(path: Path) -> int:
     storage = FileStorage(str(path), read_only=True)
     try:
@@ -41,8 +36,8 @@ def revisions(path: Path) -> int:
 
 
 def summary(proc: subprocess.CompletedProcess) -> dict:
-    lines = proc.stdout.strip().splitlines()
-    assert lines, f"no output; stderr: {proc.stderr}"
+    lines = proc.out.strip().splitlines()
+    assert lines, f"no output; stderr: {proc.err}"
     m = SUMMARY.match(lines[-1])
     assert m, lines[-1]
     return {k: (int(v) if v.isdigit() else v) for k, v in m.groupdict().items()}
@@ -76,27 +71,27 @@ def test_sample_is_shipped():
 def test_help():
     proc = cli("--help")
     assert proc.returncode == 0
-    assert "dump" in proc.stdout and "verify" in proc.stdout
+    assert "dump" in proc.out and "verify" in proc.out
 
 
 def test_version():
     proc = cli("--version")
     assert proc.returncode == 0
-    assert zodb_json_codec.__version__ in proc.stdout
-    assert zodb_json_codec.IMPLEMENTATION in proc.stdout
+    assert zodb_json_codec.__version__ in proc.out
+    assert zodb_json_codec.IMPLEMENTATION in proc.out
 
 
 def test_a_command_is_required():
     proc = cli()
     assert proc.returncode == 2
-    assert "usage:" in proc.stderr
+    assert "usage:" in proc.err
 
 
 @pytest.mark.parametrize("target", ["sample", "public", "wikipedia"])
 def test_verify(target, wikipedia_fs):
     path = {"sample": None, "public": PUBLIC, "wikipedia": wikipedia_fs}[target]
     proc = cli("verify", *([str(path)] if path else []))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 0, proc.out + proc.err
     counts = summary(proc)
     assert counts["records"] == revisions(path or SAMPLE)
     assert counts["dict"] == counts["json"] == counts["records"]
@@ -144,10 +139,10 @@ def test_verify_reports_lost_records():
     counts = summary(proc)
     assert counts["lost"] > 10
     assert counts["dict"] < counts["records"] and counts["json"] < counts["records"]
-    listed = [line for line in proc.stderr.splitlines() if line.strip().startswith("oid ")]
+    listed = [line for line in proc.err.splitlines() if line.strip().startswith("oid ")]
     assert listed and all(re.match(r"\s*oid [0-9a-f]{16} tid [0-9a-f]{16}: (dict|json) path: ", x) for x in listed)
     assert len({line.split()[1] + line.split()[3] for line in listed}) == 10  # ten records listed, no more
-    assert re.search(r"\.\.\. and \d+ more", proc.stderr)
+    assert re.search(r"\.\.\. and \d+ more", proc.err)
 
 
 def test_verify_reports_undecodable_records():
@@ -156,19 +151,19 @@ def test_verify_reports_undecodable_records():
     counts = summary(proc)
     assert counts["rest"] == f", {counts['records']} not decodable"
     assert counts["dict"] == counts["json"] == counts["lost"] == 0
-    listed = [line for line in proc.stderr.splitlines() if line.strip().startswith("oid ")]
+    listed = [line for line in proc.err.splitlines() if line.strip().startswith("oid ")]
     assert len(listed) == 3
     assert all(re.search(r": undecodable: ValueError: pretend this record is broken$", line) for line in listed)
-    assert f"... and {counts['records'] - 3} more" in proc.stderr
+    assert f"... and {counts['records'] - 3} more" in proc.err
 
 
 @pytest.mark.parametrize("target", ["sample", "public"])
 def test_dump(target):
     path = PUBLIC if target == "public" else SAMPLE
     proc = cli("dump", *([str(path)] if target == "public" else []))
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stderr == ""
-    rows = dump_lines(proc.stdout)
+    assert proc.returncode == 0, proc.err
+    assert proc.err == ""
+    rows = dump_lines(proc.out)
     storage = FileStorage(str(path), read_only=True)
     try:
         assert len(rows) == len(storage)  # one line per object: its current revision
@@ -198,7 +193,7 @@ def test_dump(target):
 def test_dump_writes_the_state_text_unchanged():
     # The line embeds decode_zodb_record_for_pg_json's text as is (no re-parsing).
     proc = cli("dump")
-    first = proc.stdout.split("\n")[0]
+    first = proc.out.split("\n")[0]
     storage = FileStorage(str(SAMPLE), read_only=True)
     try:
         data, _ = load_current(storage, p64(int(json.loads(first)["oid"], 16)))
@@ -211,9 +206,9 @@ def test_dump_writes_the_state_text_unchanged():
 def test_dump_to_a_file(tmp_path):
     out = tmp_path / "out.jsonl"
     proc = cli("dump", "-o", str(out))
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == ""
-    assert out.read_text(encoding="utf-8") == cli("dump").stdout
+    assert proc.returncode == 0, proc.err
+    assert proc.out == ""
+    assert out.read_text(encoding="utf-8") == cli("dump").out
 
 
 def test_dump_into_a_closed_pipe():
@@ -248,11 +243,11 @@ def test_undone_creation(tmp_path):
     db.close()
 
     proc = cli("dump", str(path))
-    assert proc.returncode == 0, proc.stderr
-    rows = dump_lines(proc.stdout)
+    assert proc.returncode == 0, proc.err
+    rows = dump_lines(proc.out)
     assert sorted(row["oid"] for row in rows) == ["0000000000000000", "0000000000000001"]
     proc = cli("verify", str(path))
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, proc.err
     assert summary(proc)["records"] == revisions(path)
 
 
@@ -261,9 +256,9 @@ def test_missing_file(command, tmp_path):
     missing = tmp_path / "nope.fs"
     proc = cli(command, str(missing))
     assert proc.returncode == 2
-    assert proc.stdout == ""
-    assert proc.stderr.count("\n") == 1, proc.stderr
-    assert str(missing) in proc.stderr and "error" in proc.stderr
+    assert proc.out == ""
+    assert proc.err.count("\n") == 1, proc.err
+    assert str(missing) in proc.err and "error" in proc.err
 
 
 @pytest.mark.parametrize("command", ["dump", "verify"])
@@ -272,8 +267,8 @@ def test_not_a_filestorage(command, tmp_path):
     junk.write_bytes(b"this is not a FileStorage\n" * 10)
     proc = cli(command, str(junk))
     assert proc.returncode == 2
-    assert proc.stderr.count("\n") == 1, proc.stderr
-    assert str(junk) in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.err.count("\n") == 1, proc.err
+    assert str(junk) in proc.err and "Traceback" not in proc.err
     assert not junk.with_name("junk.fs.index").exists()
 
 
@@ -283,5 +278,5 @@ def test_without_zodb():
     for command in ("dump", "verify"):
         proc = cli(command, code=code)
         assert proc.returncode == 2
-        assert proc.stderr.count("\n") == 1, proc.stderr
-        assert "needs ZODB" in proc.stderr and 'pip install "zodb-json-codec[cli]"' in proc.stderr
+        assert proc.err.count("\n") == 1, proc.err
+        assert "needs ZODB" in proc.err and 'pip install "zodb-json-codec[cli]"' in proc.err

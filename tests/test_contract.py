@@ -1,11 +1,13 @@
-"""The reference's worked examples (REFERENCE.md) and each fix of CONTRACT.md (L1-L10), for each twin."""
+"""The Rust codec's worked example, and each place where we write what it lost or refused, for each twin.
+
+The sections follow docs/format.md, "Differences from the Rust codec".
+"""
 
 from __future__ import annotations
 
 import collections
 import datetime as dt
 import decimal
-import io
 import json
 import pickle
 import uuid
@@ -15,6 +17,7 @@ import pytz
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers import PATHS, Ref, record, records_back, same_records
 from zodb_json_codec._db import fidelity as _fidelity
 
 APPENDIX_A = (
@@ -30,35 +33,11 @@ APPENDIX_A_STATE = {"data": {"title": "Hello", "n": 1.0, "when": {"@dt": "2025-0
                              "tags": {"@t": ["a", "b"]}, "raw": {"@b": "AP8="}, "price": {"@dec": "9.90"}}}
 
 
-class _Pickler(pickle.Pickler):
-    """persistent_id as a method: Python 3.13 no longer lets instances set it."""
-
-    def __init__(self, file, protocol, persistent_id):
-        super().__init__(file, protocol)
-        self._persistent_id = persistent_id
-
-    def persistent_id(self, obj):
-        return self._persistent_id(obj)
-
-
-def record(state, klass=(("app.mod", "Kls"), None), protocol=3, persistent_id=None):
-    """Class and state pickled by one pickler, as ZODB does."""
-    f = io.BytesIO()
-    p = pickle.Pickler(f, protocol) if persistent_id is None else _Pickler(f, protocol, persistent_id)
-    p.dump(klass)
-    p.dump(state)
-    return f.getvalue()
-
-
-def same(a: bytes, b: bytes) -> bool:
-    return _fidelity.same(_fidelity.load_record(a), _fidelity.load_record(b))
-
-
 def roundtrips(impl, data: bytes) -> None:
-    """Both paths give the same objects back (the JSON one through json text)."""
-    assert same(data, impl.encode_zodb_record(impl.decode_zodb_record(data)))
-    module, name, text, _ = impl.decode_zodb_record_for_pg_json(data)
-    assert same(data, impl.encode_zodb_record({"@cls": [module, name], "@s": json.loads(text)}))
+    """Every path (the dict, the dict variant through json.dumps, the JSON text) gives the same objects back."""
+    for path in PATHS:
+        (again,) = records_back(impl, [data], path)
+        assert same_records(data, again), path
 
 
 # ---------------------------------------------------------------------------
@@ -141,7 +120,7 @@ def test_btree_shapes(impl):
 
 
 # ---------------------------------------------------------------------------
-# L1 class metadata
+# Class metadata (docs/format.md, "Class metadata")
 # ---------------------------------------------------------------------------
 
 class Plain:
@@ -181,7 +160,7 @@ def test_other_first_pickles_are_kept_as_an_object_record(impl):
 
 
 # ---------------------------------------------------------------------------
-# L2 instances
+# Instances: REDUCE + BUILD, NEWOBJ without BUILD, dict and list subclass contents
 # ---------------------------------------------------------------------------
 
 class WithReduceAndState:
@@ -224,19 +203,10 @@ def test_dict_and_list_subclass_contents_in_every_path(impl):
 
 
 # ---------------------------------------------------------------------------
-# L3 references
+# References (docs/format.md, "Persistent references")
 # ---------------------------------------------------------------------------
 
 OID = b"\x00\x00\x00\x00\x00\x00\x00\x07"
-
-
-class Ref:
-    def __init__(self, pid):
-        self.pid = pid
-
-
-def _pid(obj):
-    return obj.pid if isinstance(obj, Ref) else None
 
 
 @pytest.mark.parametrize("pid, compact", [
@@ -248,7 +218,7 @@ def _pid(obj):
     (["n", ("other", OID)], ["n", {"@t": ["other", {"@b": "AAAAAAAAAAc="}]}]),
 ])
 def test_reference_forms_round_trip(impl, pid, compact):
-    data = record({"r": Ref(pid)}, persistent_id=_pid)
+    data = record({"r": Ref(pid)})
     module, name, state, refs = impl.decode_zodb_record_for_pg(data)
     assert state == {"r": {"@ref": compact}}
     if isinstance(pid, bytes) or (isinstance(pid, tuple) and isinstance(pid[0], bytes)):
@@ -267,7 +237,7 @@ def test_persid_text_and_ambiguous_ids(impl):
 
 
 # ---------------------------------------------------------------------------
-# L4 text in PostgreSQL
+# Text in PostgreSQL: @ns, @su, @f (docs/format.md, "Markers", "JSON text")
 # ---------------------------------------------------------------------------
 
 def test_nul_surrogates_and_special_floats_for_pg(impl):
@@ -299,7 +269,7 @@ def test_nul_in_a_class_name_is_a_value_error_for_pg(impl):
 
 
 # ---------------------------------------------------------------------------
-# L5 user data that looks like a marker
+# User data that looks like a marker (docs/format.md, "Markers and user data")
 # ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("user", [
@@ -321,7 +291,7 @@ def test_other_at_keys_stay_plain(impl, user):
 
 
 # ---------------------------------------------------------------------------
-# L6 encoder input
+# Encoder input: one rule set, native values as themselves
 # ---------------------------------------------------------------------------
 
 NATIVE = {
@@ -364,7 +334,7 @@ def test_json_to_pickle_keeps_order_and_numbers(impl):
 
 
 # ---------------------------------------------------------------------------
-# L7 protocols
+# Protocols 0 to 5
 # ---------------------------------------------------------------------------
 
 def test_protocol_0_escapes_inst_and_pop_mark(impl):
@@ -461,7 +431,7 @@ def test_shared_objects_are_shared_and_cycles_are_verbatim(impl):
 
 
 # ---------------------------------------------------------------------------
-# L9 limits and L10 bytes
+# Limits (docs/format.md, "Nesting depth") and the bytes the encoders write (protocol 3)
 # ---------------------------------------------------------------------------
 
 def test_sparse_memo(impl):

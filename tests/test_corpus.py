@@ -1,7 +1,8 @@
-"""The contract's three promises on every record of the public and wikipedia corpora, for each twin.
+"""The codec's promises on every record of the public and wikipedia corpora, for each twin.
 
-1. nothing lost: decode -> encode gives the same objects, and so does the JSON
-   text after a real PostgreSQL jsonb column;
+1. nothing lost on each path a storage takes (helpers.PATHS): decode ->
+   encode gives the same objects, for the two PostgreSQL paths after a real
+   jsonb column;
 2/3. same output as the reference codec wherever the reference kept the
    record intact (dict, class names, PG JSON text; refs contain its refs);
 and refs contain every oid ZODB's own referencesf finds.
@@ -15,8 +16,9 @@ import pytest
 from ZODB.serialize import referencesf
 from ZODB.utils import u64
 
-from corpus import NAMES, faithful, record, vectors
-from pgjsonb import jsonb_texts
+import helpers
+from corpus import NAMES, faithful, row_record, vectors
+from helpers import PATHS, records_back, same_records
 from zodb_json_codec._db import fidelity as _fidelity
 
 # Records whose original bytes the object-graph comparison itself cannot load:
@@ -32,22 +34,12 @@ UNLOADABLE = {("public", "00000000000f462b"), ("public", "00000000000f462c")}
 ZODB_CANNOT_SCAN = UNLOADABLE | {("public", "00000000000f4628"), ("public", "00000000000f462a")}
 
 
-def record_with(state) -> bytes:
-    import pickle
-
-    return pickle.dumps((("app", "K"), None), 3) + pickle.dumps(state, 3)
-
-
-def _same(original: bytes, again: bytes) -> bool:
-    return _fidelity.same(_fidelity.load_record(original), _fidelity.load_record(again))
-
-
 @pytest.mark.parametrize("name", NAMES)
 def test_same_as_reference_where_the_reference_is_right(impl, name):
     rows = faithful(name)
     assert rows, "the corpus copy lost its faithful rows"
     for row in rows:
-        data = record(row)
+        data = row_record(row)
         mine = impl.decode_zodb_record(data)
         assert json.dumps(mine, ensure_ascii=False) == row["dict"], row["oid"]
         module, cls, state_json, refs = impl.decode_zodb_record_for_pg_json(data)
@@ -58,41 +50,26 @@ def test_same_as_reference_where_the_reference_is_right(impl, name):
         assert type(refs) is list and all(type(r) is int for r in refs)
 
 
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("name", NAMES)
-def test_dict_path_loses_nothing(impl, name):
+def test_nothing_lost(impl, name, path, kept_by):
+    """decode -> keep -> encode gives the same objects; the JSON of the pg paths through a real jsonb column."""
+    rows = vectors(name)
+    data = [row_record(row) for row in rows]
+    again = records_back(impl, data, path, kept_by)
     lost = []
-    for row in vectors(name):
-        data = record(row)
-        again = impl.encode_zodb_record(impl.decode_zodb_record(data))
+    for row, original, back in zip(rows, data, again):
         if (name, row["oid"]) in UNLOADABLE:
             with pytest.raises(Exception):
-                _fidelity.load_record(data)
+                _fidelity.load_record(original)
             continue
-        if not _same(data, again):
-            lost.append(row["oid"])
-    assert lost == []
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_pg_dict_variant_survives_json_dumps_and_jsonb(impl, name, pg_dsn):
-    """The dict variant, as a storage stores it (json.dumps, psycopg's Json), loses nothing."""
-    rows = vectors(name)
-    decoded = [impl.decode_zodb_record_for_pg(record(row)) for row in rows]
-    texts = jsonb_texts(pg_dsn, [json.dumps(d[2]) for d in decoded])
-    lost = []
-    for row, (module, cls, state, refs), text in zip(rows, decoded, texts):
-        data = record(row)
-        j_module, j_cls, state_json, j_refs = impl.decode_zodb_record_for_pg_json(data)
-        assert (module, cls, refs) == (j_module, j_cls, j_refs)
-        if (name, row["oid"]) in UNLOADABLE:
-            continue
-        if not _same(data, impl.encode_zodb_record({"@cls": [module, cls], "@s": json.loads(text)})):
+        if not same_records(original, back):
             lost.append(row["oid"])
     assert lost == []
 
 
 def test_pg_dict_variant_is_the_json_text_but_for_big_floats(impl):
-    data = record_with({"a": 1e16, "b": [-1e300], "c": 1.5, "d": float("nan")})
+    data = helpers.record({"a": 1e16, "b": [-1e300], "c": 1.5, "d": float("nan")})
     _, _, state, _ = impl.decode_zodb_record_for_pg(data)
     _, _, text, _ = impl.decode_zodb_record_for_pg_json(data)
     assert state == {"a": {"@f": "1e+16"}, "b": [{"@f": "-1e+300"}], "c": 1.5, "d": {"@f": "nan"}}
@@ -101,27 +78,11 @@ def test_pg_dict_variant_is_the_json_text_but_for_big_floats(impl):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_json_text_survives_postgresql_jsonb(impl, name, pg_dsn):
-    rows = vectors(name)
-    decoded = [impl.decode_zodb_record_for_pg_json(record(row)) for row in rows]
-    texts = jsonb_texts(pg_dsn, [d[2] for d in decoded])
-    assert len(texts) == len(rows)
-    lost = []
-    for row, (module, cls, _, _), text in zip(rows, decoded, texts):
-        data = record(row)
-        again = impl.encode_zodb_record({"@cls": [module, cls], "@s": json.loads(text)})
-        if (name, row["oid"]) in UNLOADABLE:
-            continue
-        if not _same(data, again):
-            lost.append(row["oid"])
-    assert lost == []
-
-
-@pytest.mark.parametrize("name", NAMES)
 def test_refs_contain_every_oid_zodb_finds(impl, name):
     for row in vectors(name):
-        data = record(row)
-        _, _, _, refs = impl.decode_zodb_record_for_pg(data)
+        data = row_record(row)
+        module, cls, _, refs = impl.decode_zodb_record_for_pg(data)
+        assert (module, cls, refs) == tuple(impl.decode_zodb_record_for_pg_json(data)[i] for i in (0, 1, 3))
         try:
             want = {u64(oid) for oid in referencesf(data)}
         except Exception:  # ZODB itself cannot read this record
@@ -133,7 +94,7 @@ def test_refs_contain_every_oid_zodb_finds(impl, name):
 @pytest.mark.parametrize("name", NAMES)
 def test_reencoding_is_idempotent(impl, name):
     for row in vectors(name):
-        once = impl.encode_zodb_record(impl.decode_zodb_record(record(row)))
+        once = impl.encode_zodb_record(impl.decode_zodb_record(row_record(row)))
         twice = impl.encode_zodb_record(impl.decode_zodb_record(once))
         assert once == twice, row["oid"]
 

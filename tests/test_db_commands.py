@@ -19,6 +19,7 @@ from typing import Dict, List, Optional, Tuple
 import pytest
 
 import corpus
+from helpers import cli
 from zodb_json_codec._db.fidelity import load_record, same
 
 from ZODB.FileStorage import FileStorage
@@ -27,16 +28,6 @@ PYPY = sys.implementation.name == "pypy"
 needs_psycopg = pytest.mark.skipif(
     PYPY, reason="psycopg 3 fails on PyPy 7.3 (pypy/pypy#3882); the pg commands need it"
 )
-
-
-def cli(*args: str, stdin: Optional[bytes] = None, stderr: Optional[int] = None) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        [sys.executable, "-m", "zodb_json_codec", *args],
-        input=stdin, stdout=subprocess.PIPE, stderr=stderr if stderr is not None else subprocess.PIPE, timeout=1200,
-    )
-    proc.out = proc.stdout.decode("utf-8")  # type: ignore[attr-defined]
-    proc.err = (proc.stderr or b"").decode("utf-8", "replace")  # type: ignore[attr-defined]
-    return proc
 
 
 def ok(*args: str, **kw) -> subprocess.CompletedProcess:

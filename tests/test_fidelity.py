@@ -1,50 +1,26 @@
-"""The "same objects" comparison behind ``zodb-json-codec verify`` (zodb_json_codec._fidelity)."""
+"""The "same objects" comparison behind ``zodb-json-codec verify`` (zodb_json_codec._db.fidelity)."""
 
 from __future__ import annotations
 
 import datetime
 import decimal
-import io
+import functools
 import pickle
 import sys
 import uuid
 
 import pytest
 
+import helpers
+from helpers import Ref, same_records
 from zodb_json_codec._db.fidelity import Inert, load_record, same
 
 PM = ("persistent.mapping", "PersistentMapping")
-
-
-class Pickler(pickle.Pickler):
-    """Writes ZODB-style persistent references for Ref values."""
-
-    def persistent_id(self, obj):
-        if isinstance(obj, Ref):
-            return (obj.oid, None)
-        return None
-
-
-class Ref:
-    def __init__(self, oid: bytes):
-        self.oid = oid
-
-
-def record(state, protocol=3, klass=PM):
-    """A ZODB record: the class pickle then the state pickle (one pickler, as ZODB does)."""
-    f = io.BytesIO()
-    p = Pickler(f, protocol)
-    p.dump(klass)
-    p.dump(state)
-    return f.getvalue()
+record = functools.partial(helpers.record, klass=PM)  # record(state, protocol=3)
 
 
 def global_(module: str, name: str) -> bytes:
     return b"c" + module.encode() + b"\n" + name.encode() + b"\n."
-
-
-def same_records(a: bytes, b: bytes) -> bool:
-    return same(load_record(a), load_record(b))
 
 
 # Application classes: this test process knows them, the loader must not
@@ -68,7 +44,7 @@ VALUES = [
     {"d": decimal.Decimal("1.10"), "u": uuid.UUID(int=12345), "s": {1, 2}, "f": frozenset({"x"})},
     {"big": 2**200, "neg": -(2**70), "nul": "a\x00b", "ba": bytearray(b"xy")},
     {"app": App(3)},
-    {"ref": Ref(b"\x00" * 7 + b"\x05")},
+    {"ref": Ref((b"\x00" * 7 + b"\x05", None))},
 ]
 
 
@@ -91,7 +67,7 @@ def test_protocols_spell_the_same_objects(value, protocol):
         ({"x": {1, 2}}, {"x": frozenset({1, 2})}),
         ({"x": App(1)}, {"x": App(2)}),
         ({"x": App(1)}, {"x": Reduced(1)}),  # NEWOBJ is not REDUCE
-        ({"x": Ref(b"\x00" * 8)}, {"x": Ref(b"\x00" * 7 + b"\x01")}),
+        ({"x": Ref((b"\x00" * 8, None))}, {"x": Ref((b"\x00" * 7 + b"\x01", None))}),
         (
             {"x": datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone(datetime.timedelta(hours=1), "CET"))},
             {"x": datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone(datetime.timedelta(hours=1)))},
@@ -200,7 +176,7 @@ def test_pytz_values_compare_for_real():
 
 
 def test_pytz_utc_and_timezone_utc_are_the_same_zone_with_or_without_pytz(monkeypatch):
-    """Both are written "+00:00" (CONTRACT promise 3); without pytz its UTC is a stand-in."""
+    """Both are written "+00:00", as the Rust codec does; without pytz its UTC is a stand-in."""
     pytz = pytest.importorskip("pytz")
     when = datetime.datetime(2024, 7, 1, 8)
     a = record({"t": when.replace(tzinfo=pytz.utc)})

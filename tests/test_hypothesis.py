@@ -1,6 +1,6 @@
 """Property-based tests: generated values pickled as ZODB records, through every path, for each twin.
 
-Values of every kind the contract names (CONTRACT L4-L7) are nested at
+Values of every kind docs/format.md names (its "Markers" table) are nested at
 random, pickled the way ZODB pickles a record (zodbpickle, protocol 3, one
 pickler for the class pickle and the state pickle, persistent ids for
 references), and the codec must keep them intact: decode -> encode, and the
@@ -18,7 +18,6 @@ import math
 import os
 import pickle
 import pickletools
-import sys
 
 import pytest
 import pytz
@@ -30,6 +29,8 @@ from ZODB.serialize import referencesf
 
 import cpython_pickle
 import zodbapp
+from helpers import PATHS, Ref, ref_pid, records_back, same_records
+from pgjsonb import JsonbConnection
 from zodb_json_codec._db import fidelity as _fidelity
 
 # 150 examples per property keeps the suite fast; set CODEC_HYPOTHESIS_EXAMPLES
@@ -43,33 +44,11 @@ SETTINGS = settings(max_examples=MAX_EXAMPLES, deadline=None,
 # Records as ZODB writes them
 # ---------------------------------------------------------------------------
 
-class PRef:
-    """Stands for a persistent object; the pickler writes its persistent id."""
-
-    def __init__(self, pid):
-        self.pid = pid
-
-    def __repr__(self):
-        return f"PRef({self.pid!r})"
-
-
-def _persistent_id(obj):
-    if type(obj) is PRef:
-        return obj.pid
-    return None
-
-
-class _StdlibPickler(cpython_pickle.Pickler):
-    """The stdlib pickler, writing a ZoneInfo as CPython does on PyPy too (see cpython_pickle)."""
-
-    def persistent_id(self, obj):
-        return _persistent_id(obj)
-
-
 def _pickler(f, zodb: bool):
+    """ZODB's pickler, or CPython's (writing a ZoneInfo as CPython does, on PyPy too: see cpython_pickle)."""
     if zodb:
-        return PersistentPickler(_persistent_id, f, 3)
-    return _StdlibPickler(f, 3)
+        return PersistentPickler(ref_pid, f, 3)
+    return cpython_pickle.Pickler(f, 3, persistent_id=ref_pid)
 
 
 def make_record(meta, state, zodb: bool = True) -> bytes:
@@ -107,10 +86,6 @@ def _dump(values, zodb: bool) -> bytes:
 
 def load_pickle(data: bytes):
     return _fidelity.Loader(io.BytesIO(data), encoding="bytes").load()
-
-
-def same_records(a: bytes, b: bytes) -> bool:
-    return _fidelity.same(_fidelity.load_record(a), _fidelity.load_record(b))
 
 
 # ---------------------------------------------------------------------------
@@ -183,7 +158,7 @@ pids = st.one_of(
     st.builds(lambda o: ["m", ("other", o, zodbapp.Item)], oids),
     st.builds(lambda o: ["n", ("other", o)], oids),
 )
-refs = pids.map(PRef)
+refs = pids.map(Ref)
 
 hashable_leaves = st.one_of(
     st.none(), st.booleans(), ints, finite_floats, texts, st.binary(max_size=8), st.uuids(), st.dates(),
@@ -291,50 +266,37 @@ def records(draw):
 
 @pytest.fixture(scope="module")
 def jsonb(pg_dsn):
-    """text -> what PostgreSQL gives back after a jsonb cast; one connection per module (CPython)."""
-    if sys.implementation.name == "pypy":  # psycopg does not serve PyPy: see pgjsonb
-        from pgjsonb import jsonb_texts
-
-        yield lambda text: jsonb_texts(pg_dsn, [text])[0]
-        return
-    import psycopg
-
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        yield lambda text: conn.execute("SELECT %s::jsonb::text", (text,)).fetchone()[0]
+    """texts -> what PostgreSQL gives back for each after a jsonb cast; one connection per module."""
+    conn = JsonbConnection(pg_dsn)
+    yield conn.texts
+    conn.close()
 
 
 # ---------------------------------------------------------------------------
 # Properties of records
 # ---------------------------------------------------------------------------
 
+@pytest.mark.parametrize("path", PATHS)
 @SETTINGS
 @given(rec=records())
-def test_dict_path_loses_nothing(impl, rec):
-    data, cls = rec
-    decoded = impl.decode_zodb_record(data)
-    assert decoded["@cls"] == cls
-    again = impl.encode_zodb_record(decoded)
+def test_nothing_lost(impl, jsonb, path, rec):
+    """decode -> keep -> encode gives the same objects; the JSON of the pg paths through a real jsonb column."""
+    data, _ = rec
+    (again,) = records_back(impl, [data], path, jsonb)
     assert again[:2] == b"\x80\x03"
     assert same_records(data, again)
 
 
 @SETTINGS
 @given(rec=records())
-def test_json_path_through_postgresql_loses_nothing(impl, jsonb, rec):
+def test_the_decoders_agree_on_class_and_refs(impl, rec):
     data, cls = rec
+    assert impl.decode_zodb_record(data)["@cls"] == cls
     module, name, text, refs = impl.decode_zodb_record_for_pg_json(data)
     assert [module, name] == cls
-    stored = jsonb(text)
-    again = impl.encode_zodb_record({"@cls": [module, name], "@s": json.loads(stored)})
-    assert same_records(data, again)
-    # The dict variant, stored as a storage stores it (json.dumps: no NaN,
-    # no U+0000, no lone surrogate; floats from 1e16 up as @f, since
-    # json.dumps spells them "1e+16" and jsonb would make them integers),
-    # loses nothing either.
     p_module, p_name, state, p_refs = impl.decode_zodb_record_for_pg(data)
     assert (p_module, p_name, p_refs) == (module, name, refs)
-    stored = jsonb(json.dumps(state, allow_nan=False))
-    assert same_records(data, impl.encode_zodb_record({"@cls": [module, name], "@s": json.loads(stored)}))
+    # The dict variant needs no JSON text to come back: encoded as it is, it loses nothing either.
     assert same_records(data, impl.encode_zodb_record({"@cls": [module, name], "@s": state}))
 
 
@@ -390,7 +352,7 @@ def test_reencoding_is_idempotent(impl, rec):
 
     # The JSON path reaches a fixed point too.  (After one more round: the
     # JSON text spells every NaN {"@f": "nan"}, dropping sign and payload,
-    # which the contract's comparison does not count as a change.)
+    # which helpers.same_records does not count as a change.)
     def via_json(record: bytes) -> bytes:
         module, name, text, _ = impl.decode_zodb_record_for_pg_json(record)
         return impl.encode_zodb_record({"@cls": [module, name], "@s": json.loads(text)})
@@ -402,12 +364,12 @@ def test_reencoding_is_idempotent(impl, rec):
 @SETTINGS
 @given(meta=metas, state=states, protocol=st.sampled_from([0, 1, 2, 4, 5]))
 def test_other_protocols_lose_nothing(impl, jsonb, meta, state, protocol):
-    # CONTRACT L7: protocols 0 to 5 (ZODB writes 3; older and newer tools
+    # Protocols 0 to 5 (ZODB writes 3; older and newer tools
     # wrote these).  Protocol 0 and 1 cannot write ZODB's persistent ids
-    # (PERSID takes text), so there PRef values are pickled as objects.
+    # (PERSID takes text), so there Ref values are pickled as objects.
     (meta, cls) = meta
     f = io.BytesIO()
-    p = _StdlibPickler(f, protocol) if protocol > 1 else pickle.Pickler(f, protocol)
+    p = cpython_pickle.Pickler(f, protocol, persistent_id=ref_pid if protocol > 1 else lambda obj: None)
     try:
         p.dump(meta)
         p.dump(state)
@@ -416,25 +378,24 @@ def test_other_protocols_lose_nothing(impl, jsonb, meta, state, protocol):
     data = f.getvalue()
     decoded = impl.decode_zodb_record(data)
     assert decoded["@cls"] == list(cls)
-    assert same_records(data, impl.encode_zodb_record(decoded))
-    module, name, text, _ = impl.decode_zodb_record_for_pg_json(data)
-    again = impl.encode_zodb_record({"@cls": [module, name], "@s": json.loads(jsonb(text))})
-    assert same_records(data, again)
+    for path in PATHS:
+        (again,) = records_back(impl, [data], path, jsonb)
+        assert same_records(data, again), path
 
 
 @pytest.mark.parametrize("state", [{"v": "\x00\ud800"}, {"\x00\ud800": 1}, {"v": ["a\udfff\x00b"]}],
                          ids=["value", "key", "nested value"])
 def test_text_with_nul_and_a_lone_surrogate_for_postgresql(impl, jsonb, state):
-    # Found by the properties above.  CONTRACT L4 rewrites text with U+0000
+    # Found by the properties above.  The _for_pg functions write text with U+0000
     # as @ns (plain UTF-8) and text with a lone surrogate as @su; text with
     # both must not make the _for_pg functions raise UnicodeEncodeError
     # (nothing but ValueError escapes, and this is a valid record).
     data = make_record(zodbapp.Item, state)
     module, name, text, _ = impl.decode_zodb_record_for_pg_json(data)
-    again = impl.encode_zodb_record({"@cls": [module, name], "@s": json.loads(jsonb(text))})
+    again = impl.encode_zodb_record({"@cls": [module, name], "@s": json.loads(jsonb([text])[0])})
     assert same_records(data, again)
     _, _, pg_state, _ = impl.decode_zodb_record_for_pg(data)
-    jsonb(json.dumps(pg_state))
+    jsonb([json.dumps(pg_state)])
 
 
 @pytest.mark.parametrize("user", [
@@ -445,12 +406,13 @@ def test_text_with_nul_and_a_lone_surrogate_for_postgresql(impl, jsonb, state):
 def test_user_dicts_that_the_postgresql_rewrite_turns_into_markers(impl, jsonb, user):
     # Found by the properties above.  These user dicts are no markers (the
     # value has the wrong type), so they are written as they are; but the
-    # rewrite for PostgreSQL (CONTRACT L4: @f, @ns, @su) makes their value a
+    # rewrite for PostgreSQL (@f, @ns, @su: docs/format.md, "Markers") makes their value a
     # dict, and then they read back as @reduce/@inst/@newobj/@dt+@tz markers
-    # (L5: user data that looks like a marker must come back as a dict).
+    # (user data that looks like a marker must come back as a dict:
+    # docs/format.md, "Markers and user data").
     data = make_record(zodbapp.Item, {"user": user})
     module, name, text, _ = impl.decode_zodb_record_for_pg_json(data)
-    again = impl.encode_zodb_record({"@cls": [module, name], "@s": json.loads(jsonb(text))})
+    again = impl.encode_zodb_record({"@cls": [module, name], "@s": json.loads(jsonb([text])[0])})
     assert same_records(data, again)
     _, _, state, _ = impl.decode_zodb_record_for_pg(data)
     again = impl.encode_zodb_record({"@cls": [module, name], "@s": state})
@@ -490,7 +452,7 @@ def test_pickle_to_json_and_back_loses_nothing(impl, value, zodb):
     assert impl.pickle_to_json(again) == text
 
 
-# Native Python values given to the encoders (CONTRACT L6): everything but
+# Native Python values given to the encoders (docs/api.md): everything but
 # references, application objects and dict keys starting with "@" (which
 # the encoders read as markers: that is their input format).
 native_leaves = st.one_of(
@@ -525,14 +487,14 @@ def test_native_values_encode_as_pickle_writes_them(impl, value):
 
 def test_the_comparison_tells_generated_records_apart():
     # same_records must be able to fail on what these strategies generate.
-    state = {"x": -0.0, "t": (1,), "r": PRef((b"\0" * 8, None))}
+    state = {"x": -0.0, "t": (1,), "r": Ref((b"\0" * 8, None))}
     a = make_record(zodbapp.Item, state)
     assert same_records(a, a)
     assert same_records(a, make_record((ITEM, None), state))  # two spellings of one class
-    for changed in ({"x": 0.0, "t": (1,), "r": PRef((b"\0" * 8, None))},
-                    {"x": -0.0, "t": [1], "r": PRef((b"\0" * 8, None))},
-                    {"x": -0.0, "t": (1,), "r": PRef(b"\0" * 8)},
-                    {"x": -0.0, "t": (1,), "r": PRef((b"\0" * 7 + b"\1", None))}):
+    for changed in ({"x": 0.0, "t": (1,), "r": Ref((b"\0" * 8, None))},
+                    {"x": -0.0, "t": [1], "r": Ref((b"\0" * 8, None))},
+                    {"x": -0.0, "t": (1,), "r": Ref(b"\0" * 8)},
+                    {"x": -0.0, "t": (1,), "r": Ref((b"\0" * 7 + b"\1", None))}):
         assert not same_records(a, make_record(zodbapp.Item, changed))
     assert not same_records(a, make_record((KEYED, None), state))
     assert not same_records(a, make_record((ITEM, ("arg",)), state))

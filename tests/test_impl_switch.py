@@ -19,14 +19,14 @@ from zodb_json_codec import _impl
 
 VARS = ("ZODB_JSON_CODEC_PURE_PYTHON", "PURE_PYTHON", "ZODB_JSON_CODEC_REQUIRE_EXT")
 PYPY = sys.implementation.name == "pypy"
-COMPILED_BUILT = all(
+CYTHON_BUILT = all(
     importlib.util.find_spec(f"zodb_json_codec.{name}") is not None for name in _impl.TWINS["cython"]
 )
 
-# A meta path finder that makes the compiled modules look installed but broken
+# A meta path finder that makes the Cython twin's modules look installed but broken
 # (as an extension built for another Python would be), or installed and
 # working for the decoder only (an incomplete build).
-FAKE_COMPILED = textwrap.dedent(
+FAKE_CYTHON = textwrap.dedent(
     """
     import importlib.abc, importlib.machinery, sys
 
@@ -57,7 +57,7 @@ FAKE_COMPILED = textwrap.dedent(
 
 
 # Makes the child look like CPython to _impl (sys.implementation.name is all
-# it asks), so that on PyPy, too, the tri-state and the fallback are tested.
+# it asks), so that on PyPy, too, the tri-state and the choice of the Python twin are tested.
 AS_CPYTHON = textwrap.dedent(
     """
     import sys, types
@@ -84,9 +84,9 @@ def implementation(env: dict[str, str], prelude: str = "") -> subprocess.Complet
 BOTH_BROKEN = {"zodb_json_codec._decode_cython": "broken", "zodb_json_codec._encode_cython": "broken"}
 
 
-def assert_pypy_runs_pure(env: dict[str, str], modules: dict[str, str] = BOTH_BROKEN) -> None:
-    """On PyPy: the Python twin, silently, without even looking for the compiled one (broken or required)."""
-    proc = run(f"MODULES = {modules!r}\n" + FAKE_COMPILED
+def assert_pypy_runs_python(env: dict[str, str], modules: dict[str, str] = BOTH_BROKEN) -> None:
+    """On PyPy: the Python twin, silently, without even looking for the Cython twin (broken or required)."""
+    proc = run(f"MODULES = {modules!r}\n" + FAKE_CYTHON
                + "\nimport zodb_json_codec\nprint(zodb_json_codec.IMPLEMENTATION)\nprint(ASKED)", env)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split("\n")[:2] == ["python", "[]"], proc.stdout
@@ -94,7 +94,7 @@ def assert_pypy_runs_pure(env: dict[str, str], modules: dict[str, str] = BOTH_BR
 
 
 def assert_requested_mode(monkeypatch, expected: str) -> None:
-    """The environment as set asks for expected (on PyPy: pure, and expected when _impl is told it is CPython)."""
+    """The environment as set asks for expected (on PyPy: python, and expected when _impl is told it is CPython)."""
     if PYPY:
         # PyPy runs the Python twin whatever is asked; the table holds for
         # the other interpreters, which _impl tells apart by name alone.
@@ -137,7 +137,7 @@ def test_requested_mode(monkeypatch, specific, generic, expected):
 
 
 @pytest.mark.parametrize(
-    "require, pure, expected",
+    "require, pure_python, expected",
     [
         ("1", None, _impl.CYTHON),
         ("yes", None, _impl.CYTHON),  # any text but "" and "0", as for PURE_PYTHON
@@ -150,14 +150,14 @@ def test_requested_mode(monkeypatch, specific, generic, expected):
         ("0", "0", _impl.CYTHON),
     ],
 )
-def test_require_ext(monkeypatch, require, pure, expected):
+def test_require_ext(monkeypatch, require, pure_python, expected):
     """ZODB_JSON_CODEC_REQUIRE_EXT, the build's old spelling of "required", means it at import too."""
     monkeypatch.delenv("PURE_PYTHON", raising=False)
     monkeypatch.setenv("ZODB_JSON_CODEC_REQUIRE_EXT", require)
-    if pure is None:
+    if pure_python is None:
         monkeypatch.delenv("ZODB_JSON_CODEC_PURE_PYTHON", raising=False)
     else:
-        monkeypatch.setenv("ZODB_JSON_CODEC_PURE_PYTHON", pure)
+        monkeypatch.setenv("ZODB_JSON_CODEC_PURE_PYTHON", pure_python)
     assert_requested_mode(monkeypatch, expected)
 
 
@@ -179,7 +179,7 @@ def test_one_switch_for_build_and_import():
 
 
 @pytest.mark.parametrize("value", [None, "", "0", "1"])
-def test_pypy_is_always_pure(monkeypatch, value):
+def test_pypy_always_runs_the_python_twin(monkeypatch, value):
     fake = types.SimpleNamespace(**vars(sys.implementation))
     fake.name = "pypy"
     monkeypatch.setattr(sys, "implementation", fake)
@@ -194,28 +194,28 @@ def test_pypy_is_always_pure(monkeypatch, value):
 @pytest.mark.parametrize(
     "env", [{"ZODB_JSON_CODEC_PURE_PYTHON": "1"}, {"PURE_PYTHON": "1"}, {"ZODB_JSON_CODEC_PURE_PYTHON": "yes", "PURE_PYTHON": "0"}]
 )
-def test_pure_mode_uses_python(env):
+def test_asking_for_python_uses_python(env):
     proc = implementation(env)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "python"
     assert "Warning" not in proc.stderr
 
 
-def test_default_uses_compiled_when_built():
+def test_default_uses_cython_when_built():
     proc = implementation({})
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == ("cython" if COMPILED_BUILT else "python")
+    assert proc.stdout.strip() == ("cython" if CYTHON_BUILT else "python")
     assert "Warning" not in proc.stderr  # a twin that is simply not built is no news
 
 
 @pytest.mark.parametrize("env", [{"ZODB_JSON_CODEC_PURE_PYTHON": "0"}, {"ZODB_JSON_CODEC_REQUIRE_EXT": "1"}])
-def test_required_compiled(env):
+def test_required_cython(env):
     if PYPY:
-        assert_pypy_runs_pure(env)  # "0" asks for nothing PyPy would run
+        assert_pypy_runs_python(env)  # "0" asks for nothing PyPy would run
         proc = implementation(env, AS_CPYTHON)
     else:
         proc = implementation(env)
-    if COMPILED_BUILT:
+    if CYTHON_BUILT:
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout.strip() == "cython"
     else:
@@ -233,10 +233,10 @@ def test_required_compiled(env):
     ],
     ids=["decoder-broken", "both-broken", "encoder-missing"],
 )
-def test_broken_compiled_twin_warns_and_falls_back(modules):
-    prelude = f"MODULES = {modules!r}\n" + FAKE_COMPILED
+def test_broken_cython_twin_warns_and_uses_python(modules):
+    prelude = f"MODULES = {modules!r}\n" + FAKE_CYTHON
     if PYPY:
-        assert_pypy_runs_pure({}, modules)  # a broken build PyPy never imports is no news
+        assert_pypy_runs_python({}, modules)  # a broken build PyPy never imports is no news
         prelude = AS_CPYTHON + prelude
     proc = implementation({}, prelude)
     assert proc.returncode == 0, proc.stderr
@@ -246,11 +246,11 @@ def test_broken_compiled_twin_warns_and_falls_back(modules):
 
 
 @pytest.mark.parametrize("env", [{"ZODB_JSON_CODEC_PURE_PYTHON": "0"}, {"ZODB_JSON_CODEC_REQUIRE_EXT": "1"}])
-def test_broken_compiled_twin_is_an_error_when_required(env):
+def test_broken_cython_twin_is_an_error_when_required(env):
     modules = {"zodb_json_codec._decode_cython": "broken"}
-    prelude = f"MODULES = {modules!r}\n" + FAKE_COMPILED
+    prelude = f"MODULES = {modules!r}\n" + FAKE_CYTHON
     if PYPY:
-        assert_pypy_runs_pure(env, modules)
+        assert_pypy_runs_python(env, modules)
         prelude = AS_CPYTHON + prelude
     proc = implementation(env, prelude)
     assert proc.returncode != 0
@@ -283,7 +283,7 @@ def test_imports_are_cheap():
     """A Zope add-on may import the codec at start-up: nothing heavy comes with it, CLI included."""
     proc = run(
         "import sys, zodb_json_codec, zodb_json_codec.cli\n"
-        "heavy = ('ZODB', 'persistent', 'BTrees', 'transaction', 'zodbpickle', 'psycopg', 'zodb_json_codec._fidelity')\n"
+        "heavy = ('ZODB', 'persistent', 'BTrees', 'transaction', 'zodbpickle', 'psycopg', 'zodb_json_codec._db.fidelity')\n"
         "print(sorted(m for m in heavy if m in sys.modules))"
     )
     assert proc.returncode == 0, proc.stderr

@@ -25,22 +25,19 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import pytest
 
-from corpus import NAMES, record, vectors
+from corpus import NAMES, row_record, vectors
 from deepvalues import json_text
+from helpers import DECODERS, RECORD_DECODERS
 
 pytestmark = pytest.mark.skipif(sys.implementation.name != "cpython",
                                 reason="measures CPython's allocators; PyPy runs only the Python twin, whose "
                                        "memory its garbage collector and JIT manage")
 
 TESTS = Path(__file__).resolve().parent
-DECODERS = ("decode_zodb_record", "decode_zodb_record_for_pg", "decode_zodb_record_for_pg_json",
-            "pickle_to_dict", "pickle_to_json")
-RECORD_DECODERS = DECODERS[:3]
 
 Call = Tuple[Callable[[Any], Any], Any]
 
@@ -50,8 +47,8 @@ Call = Tuple[Callable[[Any], Any], Any]
 # reference to an int, a float, a 1-character str or an empty tuple, each a
 # 32-byte block of Python's object allocator on a 64-bit build.
 SMALL_OBJECT_BYTES = 32
-# The measured phase makes at least this many calls (some 8 s for the pure
-# twin, 1 s for the compiled one)...
+# The measured phase makes at least this many calls (some 8 s for the Python
+# twin, 1 s for the Cython twin)...
 MIN_CALLS = 100_000
 # ... so such a leak is 100 000 blocks more, and grows the resident size by
 # 3.2 MB once it has filled the pools the warm-up left free.  Without a
@@ -105,22 +102,13 @@ def _malloc_in_use() -> Optional[int]:
     return info.uordblks + info.hblkhd  # heap chunks in use + chunks mmap'ed on their own
 
 
-def twin(implementation: str) -> SimpleNamespace:
-    from zodb_json_codec import _impl
-
-    decode, encode = _impl.import_twin(implementation)
-    functions = {name: getattr(decode, name) for name in _impl.DECODE_FUNCTIONS}
-    functions.update({name: getattr(encode, name) for name in _impl.ENCODE_FUNCTIONS})
-    return SimpleNamespace(name=implementation, **functions)
-
-
 def _sample_records(count: int = 90) -> List[bytes]:
     """Small records of as many classes as there are, then evenly spread others: many calls, every mapping."""
     by_class: Dict[tuple, bytes] = {}
     small = []
     for name in NAMES:
         for row in vectors(name):
-            data = record(row)
+            data = row_record(row)
             if len(data) > 2000:
                 continue
             small.append(data)
@@ -240,7 +228,8 @@ def measured_in_child(implementation: str, leak: bool = False) -> Dict[str, Any]
         import json, sys, time
         sys.path.insert(0, {str(TESTS)!r})
         import test_leaks as L
-        impl = L.twin({implementation!r})
+        from twinloader import twin_functions
+        impl = twin_functions({implementation!r})
         calls = L.workload(impl)
         if {leak!r}:
             calls = L.leaky(calls)
@@ -265,7 +254,7 @@ def traced_growth(calls: List[Call], rounds: int) -> Tuple[int, List[str]]:
     Counted are allocations made on a line of the codec's pure-Python
     modules or of this file (where a Cython twin's allocations show, its
     functions having no Python frames).  Not counted: those made inside the
-    standard library, which are not the codec's: json.loads, as the pure
+    standard library, which are not the codec's: json.loads, as the Python twin's
     json_to_pickle calls it, keeps a few dozen bytes per hundred calls on
     its make_scanner line under tracemalloc only (CPython 3.11; without
     tracing, the block count stays flat over 100 000 calls; the other test

@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import io
 import json
-import pickle
 
 import pytest
 import transaction
@@ -25,7 +24,8 @@ from ZODB.serialize import referencesf
 from ZODB.tests.PackableStorage import C, Object, Root, dumps, pdumps
 from ZODB.utils import p64, u64
 
-from pgjsonb import record_after_jsonb
+from helpers import PATHS, Ref, record, records_back, same_records
+from pgjsonb import jsonb_texts, record_after_jsonb
 from zodb_json_codec._db import fidelity as _fidelity
 
 PACKABLE = "ZODB.tests.PackableStorage"
@@ -104,10 +104,6 @@ def _all_records(class_db) -> dict:
     return records
 
 
-def same(a: bytes, b: bytes) -> bool:
-    return _fidelity.same(_fidelity.load_record(a), _fidelity.load_record(b))
-
-
 def zodb_refs(data: bytes) -> list:
     return [u64(oid) for oid in referencesf(data)]
 
@@ -154,25 +150,11 @@ def test_a_persistent_class_reference(impl, class_db):
 
 def test_other_values_in_the_first_pickle(impl):
     # (class reference, arguments), as ZODB would write one with __getnewargs__, and a plain value.
-    f = io.BytesIO()
-    p = _pickler(f, {"K": (p64(9), None)})
-    p.dump(("K", ("arg",)))
-    p.dump({"a": 1})
-    data = f.getvalue()
+    data = record({"a": 1}, klass=(Ref((p64(9), None)), ("arg",)))
     assert impl.decode_zodb_record_for_pg(data) == (
         "", "", {"@obj": {"@t": [{"@ref": "0000000000000009"}, {"@t": ["arg"]}]}, "@state": {"a": 1}}, [9])
     assert zodb_refs(data) == [9]
     roundtrip_everywhere(impl, data)
-
-
-def _pickler(f, pids: dict):
-    """A protocol 3 pickler (one for both pickles, as ZODB) whose persistent ids come from pids."""
-
-    class Pickler(pickle.Pickler):
-        def persistent_id(self, obj):
-            return pids.get(obj) if isinstance(obj, str) else None
-
-    return Pickler(f, 3)
 
 
 def test_single_pickle_functions_read_the_first_pickle(impl):
@@ -188,19 +170,17 @@ def test_single_pickle_functions_read_the_first_pickle(impl):
 # ---------------------------------------------------------------------------
 
 def roundtrip_everywhere(impl, data: bytes, pg_dsn: str = None) -> None:
-    module, name, text, _ = impl.decode_zodb_record_for_pg_json(data)
-    pg_module, pg_name, pg_state, _ = impl.decode_zodb_record_for_pg(data)
-    again = [
-        impl.encode_zodb_record(impl.decode_zodb_record(data)),
-        impl.encode_zodb_record({"@cls": [pg_module, pg_name], "@s": pg_state}),
-        impl.encode_zodb_record({"@cls": [module, name], "@s": json.loads(text)}),
-    ]
+    """Every path (helpers.PATHS; with pg_dsn also through a real jsonb column) gives the same record back."""
+    module, name, pg_state, _ = impl.decode_zodb_record_for_pg(data)
+    again = [records_back(impl, [data], path)[0] for path in PATHS]
+    again.append(impl.encode_zodb_record({"@cls": [module, name], "@s": pg_state}))  # the dict variant as it is
     if pg_dsn is not None:
-        again.append(record_after_jsonb(impl, data, pg_dsn))
-    for record in again:
-        assert same(data, record)
-        assert referencesf(record) == referencesf(data)  # pack finds the same objects
-        assert impl.decode_zodb_record(record) == impl.decode_zodb_record(data)
+        again.extend(records_back(impl, [data], path, lambda texts: jsonb_texts(pg_dsn, texts))[0]
+                     for path in PATHS if path != "dict")
+    for back in again:
+        assert same_records(data, back)
+        assert referencesf(back) == referencesf(data)  # pack finds the same objects
+        assert impl.decode_zodb_record(back) == impl.decode_zodb_record(data)
 
 
 def test_every_path_gives_the_same_objects_back(impl, class_db, pg_dsn):
@@ -248,19 +228,10 @@ def _b64(data: bytes) -> str:
 # ---------------------------------------------------------------------------
 
 def test_a_user_dict_of_the_wrapper_shape_stays_a_dict(impl):
-    data = pdumps_record(("app", "Kls"), {"@obj": 1, "@state": 2})
+    data = record({"@obj": 1, "@state": 2}, klass=(("app", "Kls"), None))
     out = impl.decode_zodb_record(data)
     assert out == {"@cls": ["app", "Kls"], "@s": {"@d": [["@obj", 1], ["@state", 2]]}}
-    assert same(data, impl.encode_zodb_record(out))
-
-
-def pdumps_record(klass, state) -> bytes:
-    """A record with ZODB's ((module, name), None) class metadata."""
-    f = io.BytesIO()
-    p = _pickler(f, {})
-    p.dump((klass, None))
-    p.dump(state)
-    return f.getvalue()
+    assert same_records(data, impl.encode_zodb_record(out))
 
 
 @pytest.mark.parametrize("cls", [["app", "Kls"], ["", "Kls"], ["app", ""]])
@@ -286,11 +257,8 @@ def test_the_state_pickle_may_make_the_first_value_contain_itself(impl):
 
 def test_values_shared_by_both_pickles(impl, pg_dsn):
     shared = ["x", {"k": 1}]
-    f = io.BytesIO()
-    p = _pickler(f, {})
-    p.dump(Object(shared))  # an instance in the class pickle's place, as pdumps writes
-    p.dump({"again": shared})  # fetched from the first pickle's memo
-    data = f.getvalue()
+    # an instance in the class pickle's place, as pdumps writes; the state's list fetched from its memo
+    data = record({"again": shared}, klass=Object(shared))
     assert b"h" in data[data.index(b".\x80\x03"):]  # the state pickle does use the memo
     state = impl.decode_zodb_record(data)["@s"]
     assert state == {"@obj": {"@cls": [PACKABLE, "Object"], "@s": {"_oid": shared}}, "@state": {"again": shared}}

@@ -7,7 +7,7 @@ result of ``tryToResolveConflict`` pass each record through
 (cast and back to text in one query, one connection per thread) ->
 ``encode_zodb_record`` of the parsed text, and keep or return the
 re-encoded bytes.  Every pass checks that the re-encoded record holds the
-same objects as the one it got (``_fidelity``).  A difference or a codec
+same objects as the one it got (``helpers.same_records``).  A difference or a codec
 error raises, and is also kept in a list that ``tearDown`` checks, since
 ZODB code swallows some exceptions (conflict resolution turns any error
 into a ConflictError): it is always a test failure.
@@ -35,9 +35,9 @@ from ZODB.tests import (
 from ZODB.tests.MinPO import MinPO
 from ZODB.tests.StorageTestBase import ZERO, zodb_pickle
 
+from helpers import same_records
 from pgjsonb import JsonbConnection
 from twinloader import load_twin
-from zodb_json_codec._db import fidelity as _fidelity
 from zodb_json_codec._jsonread import read_json
 
 MIXINS = (
@@ -113,7 +113,7 @@ class CodecFileStorage(ZODB.FileStorage.FileStorage):
             module, name, text, _ = self.codec.decode_zodb_record_for_pg_json(data)
             stored = self._jsonb.jsonb_text(text)
             again = self.codec.encode_zodb_record({"@cls": [module, name], "@s": read_json(stored)})
-            kept = _fidelity.same(_fidelity.load_record(data), _fidelity.load_record(again))
+            kept = same_records(data, again)
         except Exception as exc:
             self.codec_problems.append(f"{where}: {exc!r} for {data!r}")
             raise

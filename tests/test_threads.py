@@ -7,11 +7,10 @@ import sys
 import threading
 from typing import Any, Callable, List, Tuple
 
-from corpus import NAMES, record, vectors
+from corpus import NAMES, row_record, vectors
+from helpers import DECODERS
 from strictcompare import describe, outcome, outcome_diff
 
-DECODERS = ("decode_zodb_record", "decode_zodb_record_for_pg", "decode_zodb_record_for_pg_json",
-            "pickle_to_dict", "pickle_to_json")
 THREADS = 8
 ROUNDS = 2
 # Every EVERY-th corpus record: both corpora, all sizes, a few seconds per round for the Python twin.
@@ -29,7 +28,7 @@ def workload(impl) -> List[Call]:
     calls: List[Call] = []
     for name in NAMES:
         for row in vectors(name)[::EVERY]:
-            data, oid = record(row), f"{name} {row['oid']}"
+            data, oid = row_record(row), f"{name} {row['oid']}"
             calls += [(f"{oid} {fn}", getattr(impl, fn), data) for fn in DECODERS]
             module, cls, text, _ = impl.decode_zodb_record_for_pg_json(data)
             calls += [(f"{oid} encode_zodb_record", impl.encode_zodb_record, impl.decode_zodb_record(data)),

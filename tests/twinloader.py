@@ -12,7 +12,8 @@ from types import SimpleNamespace
 import pytest
 
 
-def _twin(implementation: str) -> SimpleNamespace:
+def twin_functions(implementation: str) -> SimpleNamespace:
+    """The twin's functions (plus name, decode_module, encode_module); ImportError if it cannot be had."""
     from zodb_json_codec import _impl
 
     decode, encode = _impl.import_twin(implementation)
@@ -25,21 +26,21 @@ def load_twin(implementation: str) -> SimpleNamespace:
     """The twin's functions (plus name, decode_module, encode_module).
 
     The Cython twin is skipped, with the reason shown, when it is not
-    built or pure mode is asked for, and fails the test when
+    built or the Python twin is asked for, and fails the test when
     ZODB_JSON_CODEC_PURE_PYTHON=0 (or PURE_PYTHON=0) requires it or it is
     installed but broken.
     """
     from zodb_json_codec import _impl
 
     if implementation == "python":
-        return _twin("python")
+        return twin_functions("python")
     mode = _impl.requested_mode()
     if mode == _impl.PYTHON:
         if sys.implementation.name == "pypy":
             pytest.skip("Cython twin: PyPy always runs the Python twin")
-        pytest.skip("Cython twin: pure-Python mode requested (ZODB_JSON_CODEC_PURE_PYTHON / PURE_PYTHON)")
+        pytest.skip("Cython twin: the Python twin requested (ZODB_JSON_CODEC_PURE_PYTHON / PURE_PYTHON)")
     try:
-        return _twin("cython")
+        return twin_functions("cython")
     except ImportError as exc:
         if mode == _impl.CYTHON:
             pytest.fail(f"Cython twin required (ZODB_JSON_CODEC_PURE_PYTHON=0) but not importable: {exc}")

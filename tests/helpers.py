@@ -1,0 +1,128 @@
+"""Helpers the test modules share, each written once.
+
+- ``DECODERS`` / ``RECORD_DECODERS`` / ``PICKLE_DECODERS`` / ``ENCODERS``:
+  the public function names a twin has (tests/twinloader.py loads them).
+- ``Ref`` / ``record``: a ZODB record (class pickle then state pickle, one pickler
+  for both, as ZODB's ObjectWriter does).
+- ``same_records``: the "same objects" comparison of two records
+  (what ``zodb-json-codec verify`` uses; tests/test_fidelity.py tests it).
+- ``PATHS`` / ``records_back``: a record through one of the three ways a
+  storage keeps it (the dict, the dict variant for PostgreSQL stored with
+  json.dumps, the JSON text) and encoded back.
+- ``cli``: the command line in a child process.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from typing import Any, Callable, List, Optional, Sequence
+
+from cpython_pickle import Pickler
+from zodb_json_codec._db import fidelity as _fidelity
+
+# Spelled out, not taken from _impl: test_twins checks that _impl names the same functions.
+RECORD_DECODERS = ("decode_zodb_record", "decode_zodb_record_for_pg", "decode_zodb_record_for_pg_json")
+PICKLE_DECODERS = ("pickle_to_dict", "pickle_to_json")
+DECODERS = RECORD_DECODERS + PICKLE_DECODERS
+ENCODERS = ("encode_zodb_record", "dict_to_pickle", "json_to_pickle")
+
+APP_CLASS = (("app.mod", "Kls"), None)  # ZODB's class metadata: ((module, name), None)
+
+
+class Ref:
+    """Stands for a persistent object: the pickler writes pid as its persistent id."""
+
+    def __init__(self, pid: Any) -> None:
+        self.pid = pid
+
+    def __repr__(self) -> str:
+        return f"Ref({self.pid!r})"
+
+
+def ref_pid(obj: Any) -> Any:
+    """The persistent id of a Ref, None (pickle it) for anything else."""
+    return obj.pid if type(obj) is Ref else None
+
+
+def record(state: Any, protocol: int = 3, *, klass: Any = APP_CLASS,
+           persistent_id: Callable[[Any], Any] = ref_pid) -> bytes:
+    """klass then state, pickled by one pickler (one memo), as ZODB writes a record.
+
+    The pickler is CPython's (tests/cpython_pickle.py), on PyPy too;
+    persistent_id gives the persistent id of an object, or None (by
+    default: a Ref's pid).
+    """
+    f = io.BytesIO()
+    p = Pickler(f, protocol, persistent_id=persistent_id)
+    p.dump(klass)
+    p.dump(state)
+    return f.getvalue()
+
+
+def same_records(a: bytes, b: bytes) -> bool:
+    """Both records load to the same objects (class and state), as zodb-json-codec verify compares them."""
+    return _fidelity.same(_fidelity.load_record(a), _fidelity.load_record(b))
+
+
+# ---------------------------------------------------------------------------
+# The three paths a record takes through a storage, and back
+# ---------------------------------------------------------------------------
+
+def _no_database(texts: Sequence[str]) -> List[str]:
+    return list(texts)
+
+
+# path name -> (decoder, what the storage keeps of its state as JSON text)
+_PATH_TEXTS = {
+    # the storage keeps the dict itself (no JSON text: the state is encoded as decoded)
+    "dict": ("decode_zodb_record", None),
+    # the dict variant for PostgreSQL, stored the way a storage stores it: json.dumps
+    # (allow_nan=False: the variant spells every NaN and infinity as {"@f": ...})
+    "pg": ("decode_zodb_record_for_pg", lambda state: json.dumps(state, allow_nan=False)),
+    # the JSON text for PostgreSQL, stored as it is
+    "pg_json": ("decode_zodb_record_for_pg_json", lambda text: text),
+}
+PATHS = tuple(_PATH_TEXTS)
+
+
+def records_back(impl: Any, data: Sequence[bytes], path: str,
+                 jsonb: Optional[Callable[[Sequence[str]], List[str]]] = None) -> List[bytes]:
+    """Each record decoded on path, kept, read back and encoded by impl.
+
+    jsonb(texts) is what the database gives back for each JSON text (e.g.
+    pgjsonb.jsonb_texts through a real jsonb column; conftest's kept_by);
+    None: the texts themselves.  The "dict" path keeps no text.
+    """
+    jsonb = jsonb or _no_database
+    decoder, as_text = _PATH_TEXTS[path]
+    decode = getattr(impl, decoder)
+    if as_text is None:
+        return [impl.encode_zodb_record(decode(d)) for d in data]
+    decoded = [decode(d) for d in data]
+    texts = jsonb([as_text(state) for _, _, state, _ in decoded])
+    assert len(texts) == len(decoded)
+    return [impl.encode_zodb_record({"@cls": [module, name], "@s": json.loads(text)})
+            for (module, name, _, _), text in zip(decoded, texts)]
+
+
+# ---------------------------------------------------------------------------
+# The command line
+# ---------------------------------------------------------------------------
+
+def cli(*args: str, stdin: Optional[bytes] = None, stderr: Optional[int] = None,
+        code: Optional[str] = None) -> subprocess.CompletedProcess:
+    """``python -m zodb_json_codec *args`` in a child process (or ``python -c code *args``).
+
+    ``stdout`` is the bytes written; ``out`` and ``err`` are stdout and
+    stderr as text (UTF-8, strictly).  stderr may redirect the child's
+    stderr (then ``err`` is empty).
+    """
+    command = [sys.executable, "-c", code, *args] if code else [sys.executable, "-m", "zodb_json_codec", *args]
+    proc = subprocess.run(command, input=stdin, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE if stderr is None else stderr, timeout=1200)
+    proc.out = proc.stdout.decode("utf-8")  # type: ignore[attr-defined]
+    proc.err = (proc.stderr or b"").decode("utf-8")  # type: ignore[attr-defined]
+    return proc
