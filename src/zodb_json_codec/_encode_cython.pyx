@@ -805,7 +805,7 @@ cdef signed char _ONE_WANT[_KEY_COUNT]
 
 cdef void _init_one_key_markers():
     cdef int key
-    for key in range(_KEY_COUNT):
+    for key in range(<int>_KEY_COUNT):
         _ONE_KIND[key] = K_NONE
         _ONE_WANT[key] = W_NOTHING
     for key, kind, want in (

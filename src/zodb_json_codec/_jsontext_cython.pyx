@@ -153,7 +153,7 @@ cdef int _write_int(Buffer* out, object v) except -1:
         text = repr(v)
         return _write(out, PyUnicode_AsUTF8AndSize(text, &n), n)
     u = <unsigned long long>(-(x + 1)) + 1 if x < 0 else <unsigned long long>x
-    i = _digits_before(digits + 24, u) - digits
+    i = <int>(_digits_before(digits + 24, u) - digits)
     if x < 0:
         i -= 1
         digits[i] = 45  # -
@@ -200,7 +200,7 @@ cdef int _write_decimal(Buffer* out, long long m, int d, bint negative) except -
     """m / 10**d with d decimals (at least one), as repr spells it."""
     cdef char digits[64]
     cdef int end = 64, i, point
-    i = _digits_before(digits + 64, <unsigned long long>m) - digits
+    i = <int>(_digits_before(digits + 64, <unsigned long long>m) - digits)
     while 64 - i <= d:  # 0.000ddd: the zeros between the point and the digits, and the 0 before it
         i -= 1
         digits[i] = 48
