@@ -594,17 +594,11 @@ def compare_encoders(twins, tree: Any, cls: list, found: Differences) -> None:
     found.note(f"json_to_pickle({text!r})", *call_both(twins, "json_to_pickle", text))
 
 
+@pytest.mark.parametrize("trees", [json_trees, python_trees], ids=["json", "python"])
 @SETTINGS
-@given(tree=json_trees, cls=record_classes)
-def test_json_marker_trees(twins, tree, cls):
-    found = Differences()
-    compare_encoders(twins, tree, cls, found)
-    assert not found, found.report()
-
-
-@SETTINGS
-@given(tree=python_trees, cls=record_classes)
-def test_python_marker_trees(twins, tree, cls):
+@given(data=st.data(), cls=record_classes)
+def test_marker_trees(twins, trees, data, cls):
+    tree = data.draw(trees, label="tree")
     found = Differences()
     compare_encoders(twins, tree, cls, found)
     assert not found, found.report()

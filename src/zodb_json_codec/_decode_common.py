@@ -93,17 +93,23 @@ def render_obj(obj: Obj, objs: dict) -> None:
             kind = btree_kind(module, name)
             if kind is not None:
                 state = _decode_known.btree_state(state, kind[0], kind[1])
-            if args["@t"]:
-                state = {"@args": args, "@state": state}
-            content = {"@cls": [module, name], "@s": state}
-            if obj.items is not None:
-                content["@items"] = obj.items
-            if obj.appends is not None:
-                content["@appends"] = obj.appends
+            content = instance_content(module, name, args, state, obj)
         else:
             content = generic_call(obj, "@newobj")
     value.clear()
     value.update(content)
+
+
+def instance_content(module: str, name: str, args: dict, state: Any, obj: Obj) -> dict:
+    """``{"@cls": ..., "@s": ...}`` of a NEWOBJ object of a class (docs/format.md, "Markers")."""
+    if args["@t"]:
+        state = {"@args": args, "@state": state}
+    content = {"@cls": [module, name], "@s": state}
+    if obj.items is not None:
+        content["@items"] = obj.items
+    if obj.appends is not None:
+        content["@appends"] = obj.appends
+    return content
 
 
 def generic_call(obj: Obj, marker: str) -> dict:

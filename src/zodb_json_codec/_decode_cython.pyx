@@ -34,8 +34,8 @@ from ._known import marker_kind
 from . import _decode_common
 from ._decode_common import (
     Unrepresentable, check_class_names_at_offset_0, finish, float_line, generic_call, global_lines, in_state,
-    int_line, int_value, line_utf8, long_line, memo_index, object_record_state, persid_line, persistent_ref,
-    string_line, text_line, unicode_line,
+    instance_content, int_line, int_value, line_utf8, long_line, memo_index, object_record_state, persid_line,
+    persistent_ref, string_line, text_line, unicode_line,
 )
 from ._jsontext_cython cimport pg_json_text
 from ._jsontext_python import pretty_json_text, sanitize_for_pg
@@ -312,14 +312,7 @@ cdef dict _content(_CObj obj, _Context ctx):
         kind = _btree_kind(module, name)
         if kind:
             state = _btree_state(state, kind & BTREE_IS_TREE, kind & BTREE_IS_MAP)
-        if args["@t"]:
-            state = {"@args": args, "@state": state}
-        content = {"@cls": [module, name], "@s": state}
-        if obj.items is not None:
-            content["@items"] = obj.items
-        if obj.appends is not None:
-            content["@appends"] = obj.appends
-        return content
+        return instance_content(module, name, args, state, obj)
     return generic_call(obj, "@newobj")
 
 
@@ -746,17 +739,6 @@ cdef int _set_items(_Context ctx, object target, list items, Py_ssize_t pos, str
     return 0
 
 
-cdef int _set_item(_Context ctx, object target, object k, object v, Py_ssize_t pos) except -1:
-    """SETITEM: the common case (a plain dict, a str key) without a list of two."""
-    if (type(target) is dict and type(k) is str and not ctx.shared and not ctx.objs and not ctx.dforms
-            and len(<dict>target) != 1 and len(<dict>target) < 4):
-        PyDict_SetItem(<dict>target, k, v)
-        if _maybe_marker(<dict>target) and marker_kind(target, True) is not None:
-            _to_dform(ctx, <dict>target, [], 0)
-        return 0
-    return _set_items(ctx, target, [k, v], pos, "SETITEM")
-
-
 cdef void _to_dform(_Context ctx, dict target, list items, Py_ssize_t start) except *:
     cdef list pairs = [[k, v] for k, v in target.items()]
     cdef Py_ssize_t i
@@ -1079,7 +1061,7 @@ cdef inline int _op_setitem(_Context ctx, Py_ssize_t start) except -1:
         raise _err("pickle stack underflow", start)
     v = ctx.stack.pop()
     k = ctx.stack.pop()
-    _set_item(ctx, _top(ctx.stack), k, v, start)
+    _set_items(ctx, _top(ctx.stack), [k, v], start, "SETITEM")
     return 0
 
 
@@ -1325,13 +1307,11 @@ cdef inline int _op_newobj_ex(_Context ctx, Py_ssize_t start) except -1:
 cdef inline Py_ssize_t _op_binunicode8(_Context ctx, const unsigned char* p,
         Py_ssize_t pos, Py_ssize_t end, unsigned char op) except -1:
     cdef Py_ssize_t start = pos - 1
-    cdef Py_ssize_t n
-    cdef uint64_t un
-    un = _le_at(p, pos, end, 8)
+    cdef uint64_t length = _le_at(p, pos, end, 8)
     pos += 8
-    if un > <uint64_t>(end - pos):
+    if length > <uint64_t>(end - pos):
         raise _eof(pos)
-    n = <Py_ssize_t>un
+    cdef Py_ssize_t n = <Py_ssize_t>length
     if op == BINUNICODE8:
         PyList_Append(ctx.stack, _utf8(p + pos, n, start, ctx))
     elif op == BINBYTES8:
@@ -1405,17 +1385,13 @@ cdef inline int _op_obj(_Context ctx, Py_ssize_t start) except -1:
 cdef inline Py_ssize_t _op_ext(_Context ctx, const unsigned char* p,
         Py_ssize_t pos, Py_ssize_t end, unsigned char op) except -1:
     # extension registry
-    cdef Py_ssize_t start = pos - 1
-    cdef uint64_t un
-    cdef int width
-    width = 1 if op == EXT1 else 2 if op == EXT2 else 4
-    un = _le_at(p, pos, end, width)
-    pos += width
-    if un == 0:
-        raise _err("invalid pickle data: EXT code must be positive", start)
+    cdef int width = 1 if op == EXT1 else 2 if op == EXT2 else 4
+    cdef uint64_t code = _le_at(p, pos, end, width)
+    if code == 0:
+        raise _err("invalid pickle data: EXT code must be positive", pos - 1)
     ctx.unrepresentable = True
-    PyList_Append(ctx.stack, {"@ext": un})
-    return pos
+    PyList_Append(ctx.stack, {"@ext": code})
+    return pos + width
 
 
 cdef inline Py_ssize_t _op_next_buffer(_Context ctx, Py_ssize_t pos) except -1:

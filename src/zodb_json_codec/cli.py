@@ -12,7 +12,7 @@ import argparse
 import logging
 import os
 import sys
-from typing import IO, Optional, Sequence
+from typing import IO, Any, Callable, Optional, Sequence
 
 import zodb_json_codec as codec
 
@@ -70,6 +70,20 @@ def _add_dsn(p: argparse.ArgumentParser) -> None:
                    "(default: libpq's PG* environment variables)")
 
 
+def _add_scan_options(p: argparse.ArgumentParser, all_what: str) -> None:
+    """--all, --jobs and --part, of the commands that read every record of a FileStorage."""
+    _add_all(p, all_what)
+    _add_jobs(p)
+    _add_part(p)
+
+
+def _command(commands: Any, name: str, handler: Callable[..., int], **texts: str) -> argparse.ArgumentParser:
+    """The sub-parser of a command, bound to its handler."""
+    p = commands.add_parser(name, **texts)
+    p.set_defaults(handler=handler)
+    return p
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="zodb-json-codec",
@@ -79,39 +93,34 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {codec.__version__} ({codec.IMPLEMENTATION})")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    p = commands.add_parser(
-        "dump", help="a FileStorage as JSON Lines",
+    p = _command(
+        commands, "dump", _dump, help="a FileStorage as JSON Lines",
         description='One line per object revision, in transaction order: {"oid", "tid", "class_mod", '
         '"class_name", "state", "refs"}, oid and tid as 16 hex digits, state as '
         "decode_zodb_record_for_pg_json writes it. Records the codec cannot decode are reported on "
         "standard error, and the exit status is 1.",
     )
-    p.set_defaults(handler=_dump)
     _add_path(p)
     p.add_argument("-o", "--output", metavar="OUT", help="write to OUT (complete or not at all) instead of standard output")
-    _add_all(p, "")
-    _add_jobs(p)
-    _add_part(p)
+    _add_scan_options(p, "")
 
-    p = commands.add_parser(
-        "load", help="JSON Lines (as dump writes them) into a new FileStorage",
+    p = _command(
+        commands, "load", _load, help="JSON Lines (as dump writes them) into a new FileStorage",
         description="Encode every line back into a record and write them into a new FileStorage with their "
         "oids and tids; lines must come in transaction order, as dump writes them. The new file appears "
         "only when complete.",
     )
-    p.set_defaults(handler=_load)
     p.add_argument("source", metavar="JSONL", help='the JSON Lines file, or "-" for standard input')
     p.add_argument("output", metavar="OUT.fs", help="the FileStorage to create (must not exist)")
     _add_jobs(p)
 
-    p = commands.add_parser(
-        "pg-export", help="a FileStorage into a PostgreSQL table (zodb-pgjsonb's layout)",
+    p = _command(
+        commands, "pg-export", _pg_export, help="a FileStorage into a PostgreSQL table (zodb-pgjsonb's layout)",
         description="One row per object (zoid, tid, class_mod, class_name, state jsonb, state_size, refs "
         "bigint[]) with COPY, into a new table created, filled and indexed in one transaction: "
         "on any failure no table is left. With --part, each part adds its rows to a table shared by "
         "the parts (created by the first), in one transaction each.",
     )
-    p.set_defaults(handler=_pg_export)
     _add_path(p)
     _add_dsn(p)
     p.add_argument("--table", metavar="[SCHEMA.]TABLE",
@@ -119,24 +128,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--replace", action="store_true",
                    help="replace TABLE if it exists: the new table is built beside it and swapped in at the commit, "
                    "so readers see the old one until then")
-    _add_all(p, " (the table is then keyed by zoid and tid)")
-    _add_jobs(p)
-    _add_part(p)
+    _add_scan_options(p, " (the table is then keyed by zoid and tid)")
 
-    p = commands.add_parser(
-        "pg-import", help="a table written by pg-export into a new FileStorage",
+    p = _command(
+        commands, "pg-import", _pg_import, help="a table written by pg-export into a new FileStorage",
         description="Read the rows in tid order and write them, encoded back, into a new FileStorage "
         "with their oids and tids. The new file appears only when complete.",
     )
-    p.set_defaults(handler=_pg_import)
     p.add_argument("output", metavar="OUT.fs", help="the FileStorage to create (must not exist)")
     _add_dsn(p)
     p.add_argument("--table", default="object_state", metavar="[SCHEMA.]TABLE",
                    help="the table to read (default: %(default)s)")
     _add_jobs(p)
 
-    p = commands.add_parser(
-        "verify", help="prove that every record survives the codec, or that a copy equals its original",
+    p = _command(
+        commands, "verify", _verify, help="prove that every record survives the codec, or that a copy equals its original",
         description="Without --against: decode every record revision, encode it back (from the dict, from "
         "the JSON text and, with --pg, from the text after a jsonb column) and compare the object graphs "
         "with the original, without importing application classes. With --against ORIGINAL: every "
@@ -144,27 +150,21 @@ def build_parser() -> argparse.ArgumentParser:
         "current object of ORIGINAL (every revision, with --all) must be in PATH. "
         "Exits 1 if any record is lost, different, missing or cannot be decoded.",
     )
-    p.set_defaults(handler=_verify)
     _add_path(p)
     check = p.add_mutually_exclusive_group()
     check.add_argument("--pg", metavar="DSN", help="also send every state through a jsonb column of this PostgreSQL")
     check.add_argument("--against", metavar="ORIGINAL", help="compare PATH, a copy (load, pg-import), with ORIGINAL")
-    _add_all(p, " (with --against)")
     p.add_argument("--show", type=int, default=MAX_FAILURES_SHOWN, metavar="N",
                    help="list up to N failures (default %(default)s)")
-    _add_jobs(p)
-    _add_part(p)
+    _add_scan_options(p, " (with --against)")
 
-    p = commands.add_parser(
-        "stats", help="records per class, with pickle and JSON sizes",
+    p = _command(
+        commands, "stats", _stats, help="records per class, with pickle and JSON sizes",
         description="A table of the classes in a FileStorage, most records first: records, pickle bytes "
         "and bytes of state JSON text, and a total line.",
     )
-    p.set_defaults(handler=_stats)
     _add_path(p)
-    _add_all(p, "")
-    _add_jobs(p)
-    _add_part(p)
+    _add_scan_options(p, "")
     return parser
 
 
