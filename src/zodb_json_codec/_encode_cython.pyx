@@ -1473,33 +1473,39 @@ cdef int _timezone(Writer* w, long long total) except -1:
     return _op2(w, TUPLE1, REDUCE)
 
 
+cdef Py_ssize_t _three_numbers(const unsigned char* p, Py_ssize_t i, Py_ssize_t n, unsigned char sep,
+                               Py_ssize_t first_digits, long* out) noexcept:
+    """``a<sep>b<sep>c`` from i (a of at most first_digits digits, b and c of at most 3) into out[0:3]:
+    the offset after c, or -1."""
+    cdef Py_ssize_t j = i, most = first_digits
+    cdef int k
+    for k in range(3):
+        if k:
+            if j >= n or p[j] != sep:
+                return -1
+            i = j + 1
+        j = _digits(p, i, n)
+        if j == i or j - i > most:
+            return -1
+        out[k] = _number(p, i, j)
+        most = 3
+    return j
+
+
 cdef int _clock(const unsigned char* p, Py_ssize_t i, Py_ssize_t n, uint8_t* out, Py_ssize_t* end) noexcept:
     """``HH:MM:SS[.f*]`` of the @dt/@time regexes from i: state bytes into out[0:6], 0; -1 if not handled."""
-    cdef Py_ssize_t j
-    cdef long h, m, s, us = 0
-    j = _digits(p, i, n)
-    if j == i or j - i > 3 or j >= n or p[j] != b":":
-        return -1
-    h = _number(p, i, j)
-    i = j + 1
-    j = _digits(p, i, n)
-    if j == i or j - i > 3 or j >= n or p[j] != b":":
-        return -1
-    m = _number(p, i, j)
-    i = j + 1
-    j = _digits(p, i, n)
-    if j == i or j - i > 3:
-        return -1
-    s = _number(p, i, j)
-    if h > 255 or m > 255 or s > 255:
+    cdef long hms[3]
+    cdef long us = 0
+    cdef Py_ssize_t j = _three_numbers(p, i, n, b":", 3, hms)
+    if j < 0 or hms[0] > 255 or hms[1] > 255 or hms[2] > 255:
         return -1
     if j < n and p[j] == b".":
         i = j + 1
         j = _digits(p, i, n)
         us = _fraction(p, i, j)
-    out[0] = <uint8_t>h
-    out[1] = <uint8_t>m
-    out[2] = <uint8_t>s
+    out[0] = <uint8_t>hms[0]
+    out[1] = <uint8_t>hms[1]
+    out[2] = <uint8_t>hms[2]
     out[3] = <uint8_t>(us >> 16)
     out[4] = <uint8_t>(us >> 8)
     out[5] = <uint8_t>us
@@ -1509,28 +1515,14 @@ cdef int _clock(const unsigned char* p, Py_ssize_t i, Py_ssize_t n, uint8_t* out
 
 cdef int _date_part(const unsigned char* p, Py_ssize_t n, uint8_t* out, Py_ssize_t* end) noexcept:
     """``Y-M-D`` of the @dt/@date regexes: state bytes into out[0:4], 0; -1 if not handled."""
-    cdef Py_ssize_t i = 0, j
-    cdef long y, mo, d
-    j = _digits(p, 0, n)
-    if j == 0 or j > 5 or j >= n or p[j] != b"-":
+    cdef long ymd[3]
+    cdef Py_ssize_t j = _three_numbers(p, 0, n, b"-", 5, ymd)
+    if j < 0 or ymd[0] > 65535 or ymd[1] > 255 or ymd[2] > 255:
         return -1
-    y = _number(p, 0, j)
-    i = j + 1
-    j = _digits(p, i, n)
-    if j == i or j - i > 3 or j >= n or p[j] != b"-":
-        return -1
-    mo = _number(p, i, j)
-    i = j + 1
-    j = _digits(p, i, n)
-    if j == i or j - i > 3:
-        return -1
-    d = _number(p, i, j)
-    if y > 65535 or mo > 255 or d > 255:
-        return -1
-    out[0] = <uint8_t>(y >> 8)
-    out[1] = <uint8_t>y
-    out[2] = <uint8_t>mo
-    out[3] = <uint8_t>d
+    out[0] = <uint8_t>(ymd[0] >> 8)
+    out[1] = <uint8_t>ymd[0]
+    out[2] = <uint8_t>ymd[1]
+    out[3] = <uint8_t>ymd[2]
     end[0] = j
     return 0
 
