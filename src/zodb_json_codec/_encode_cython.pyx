@@ -33,7 +33,7 @@ import struct
 from . import _encode_known, _known
 from ._common import MAX_DEPTH, CodecError, b64decode, decimal_to_int, float_from_marker
 from ._known import btree_kind, unescape_key
-from ._encode_python import ns_text, public_functions, record_parts, reduce_parts, su_text
+from ._encode_python import ns_text, public_functions, record_from_json, record_parts, reduce_parts, su_text
 
 cdef extern from "Python.h":
     bint PyUnicode_IS_ASCII(object o)
@@ -1860,3 +1860,15 @@ def _pickle_value(value):
 
 
 dict_to_pickle, json_to_pickle = public_functions(_pickle_value)
+
+
+def encode_zodb_record_from_pg_json(class_mod, class_name, state_json):
+    """A ZODB record from a PostgreSQL row: class module and name, and the state as JSON text.
+
+    ``state_json`` is ``str`` or UTF-8 ``bytes``/``bytearray``/``memoryview``
+    (the ``jsonb`` column fetched as text).  The result is exactly
+    ``encode_zodb_record({"@cls": [class_mod, class_name], "@s": json.loads(state_json)})``.
+    Raises TypeError for arguments of the wrong type, ValueError (naming
+    the offset) for bad JSON or UTF-8, and as encode_zodb_record for markers.
+    """
+    return record_from_json(class_mod, class_name, state_json, encode_zodb_record)
