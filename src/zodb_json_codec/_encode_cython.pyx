@@ -1859,7 +1859,668 @@ def _pickle_value(value):
     return _pickle(value)
 
 
-dict_to_pickle, json_to_pickle = public_functions(_pickle_value)
+dict_to_pickle, _json_to_pickle_by_value = public_functions(_pickle_value)
+
+
+
+# ---------------------------------------------------------------------------
+# JSON text straight to opcodes (encode_zodb_record_from_pg_json, json_to_pickle)
+# ---------------------------------------------------------------------------
+
+# One pass over UTF-8 JSON text writing what the walk above writes for the
+# value json.loads would give: plain dicts, lists, strings, numbers and
+# literals are written as they are read; a dict whose first key starts with
+# "@" (a marker, maybe) is built as a Python value and handed to _value.
+# Anything else -- an error of any kind, a duplicate key, an escaped key, a
+# marker at the top, a long integer -- makes the reader give up (_Bail), and
+# the caller takes the normative way (_jsonread + the encoder), which gives
+# the same bytes or the exact error.  Long strings are scanned and copied
+# with the GIL released: the text is immutable and nothing else is touched.
+
+cdef extern from "Python.h":
+    double PyOS_string_to_double(const char* s, char** endptr, PyObject* overflow_exception) except? -1.0
+    object PyLong_FromString(const char* s, char** pend, int base)
+    object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
+    const char* PyUnicode_AsUTF8AndSize(object s, Py_ssize_t* size) except NULL
+
+cdef enum:
+    _KEY_SLOTS = 64              # the duplicate-key table on the C stack; grows on the heap
+    _NOGIL_RUN = 1 << 16         # strings longer than this are copied without the GIL
+    _BUILD_DEPTH = 200           # marker values nested deeper are left to _jsonread
+    _FAST_INT_DIGITS = 18        # integers of up to this many digits fit a long long
+    _LONG_INT_DIGITS = 4000      # longer ones are left to _jsonread (as its own fast path does)
+
+
+class _Bail(Exception):
+    """The one-pass reader gives up: the normative way decides."""
+
+
+cdef object _BAIL = _Bail()
+
+
+cdef struct KeySlot:
+    Py_ssize_t serial            # the dict the key belongs to (0: empty slot)
+    Py_ssize_t pos               # its UTF-8 in the output buffer
+    Py_ssize_t size
+    uint64_t hash
+
+
+cdef struct Reader:
+    const unsigned char* p
+    Py_ssize_t n
+    Py_ssize_t i
+    bint check_utf8              # bytes input: strings are checked to be strict UTF-8
+    KeySlot* keys
+    Py_ssize_t keys_cap          # a power of 2
+    Py_ssize_t keys_used
+    bint keys_heap
+    Py_ssize_t serial            # dicts opened so far
+    Py_ssize_t str_pos           # the last string's UTF-8 in the output buffer
+    Py_ssize_t str_size
+
+
+cdef inline int _bail() except -1:
+    raise _BAIL
+
+
+cdef inline void _ws(Reader* r) noexcept nogil:
+    cdef const unsigned char* p = r.p
+    cdef Py_ssize_t i = r.i, n = r.n
+    while i < n and (p[i] == 32 or p[i] == 10 or p[i] == 13 or p[i] == 9):
+        i += 1
+    r.i = i
+
+
+cdef inline bint _special8(uint64_t x) noexcept nogil:
+    """Might any of these 8 bytes be '"', a backslash, a control character or non-ASCII?"""
+    cdef uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL
+    cdef uint64_t q = x ^ (ones * 0x22), b = x ^ (ones * 0x5C)
+    return (((q - ones) & ~q) | ((b - ones) & ~b) | (x - ones * 0x20) | x) & highs != 0
+
+
+cdef inline int _utf8_length(const unsigned char* p, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
+    """The length of the strict UTF-8 sequence starting at p[i] (>= 0x80), or 0 if invalid."""
+    cdef unsigned char c = p[i], lo = 0x80, hi = 0xBF
+    cdef int k, m
+    if 0xC2 <= c <= 0xDF:
+        m = 2
+    elif 0xE0 <= c <= 0xEF:
+        m = 3
+        if c == 0xE0:
+            lo = 0xA0
+        elif c == 0xED:
+            hi = 0x9F      # no surrogates
+    elif 0xF0 <= c <= 0xF4:
+        m = 4
+        if c == 0xF0:
+            lo = 0x90
+        elif c == 0xF4:
+            hi = 0x8F
+    else:
+        return 0
+    if i + m > n or p[i + 1] < lo or p[i + 1] > hi:
+        return 0
+    for k in range(2, m):
+        if p[i + k] < 0x80 or p[i + k] > 0xBF:
+            return 0
+    return m
+
+
+cdef Py_ssize_t _plain_run(const unsigned char* p, Py_ssize_t i, Py_ssize_t n, bint check_utf8) noexcept nogil:
+    """The end of the run from i of string bytes copied as they are (no quote, backslash, control, bad UTF-8)."""
+    cdef uint64_t x
+    cdef int m
+    cdef unsigned char c
+    while True:
+        while i + 8 <= n:
+            memcpy(&x, p + i, 8)
+            if _special8(x):
+                break
+            i += 8
+        if i >= n:
+            return n
+        c = p[i]
+        if c == 34 or c == 92 or c < 0x20:
+            return i
+        if c < 0x80:
+            i += 1
+        elif not check_utf8:
+            i += 1
+        else:
+            m = _utf8_length(p, i, n)
+            if m == 0:
+                return i
+            i += m
+
+
+cdef inline int _hex4(const unsigned char* p, Py_ssize_t i, Py_ssize_t n) noexcept:
+    """The code unit of the 4 hex digits at p[i], or -1."""
+    cdef int k, d, unit = 0
+    if i + 4 > n:
+        return -1
+    for k in range(4):
+        d = zjc_hexval(p[i + k])
+        if d < 0:
+            return -1
+        unit = unit * 16 + d
+    return unit
+
+
+cdef inline int _code_point(Writer* w, uint32_t c) except -1:
+    """c as UTF-8 (surrogates as surrogatepass writes them)."""
+    cdef unsigned char* o
+    _reserve(w, 4)
+    o = w.buf + w.pos
+    if c < 0x80:
+        o[0] = <uint8_t>c
+        w.pos += 1
+    elif c < 0x800:
+        o[0] = <uint8_t>(0xC0 | (c >> 6))
+        o[1] = <uint8_t>(0x80 | (c & 0x3F))
+        w.pos += 2
+    elif c < 0x10000:
+        o[0] = <uint8_t>(0xE0 | (c >> 12))
+        o[1] = <uint8_t>(0x80 | ((c >> 6) & 0x3F))
+        o[2] = <uint8_t>(0x80 | (c & 0x3F))
+        w.pos += 3
+    else:
+        o[0] = <uint8_t>(0xF0 | (c >> 18))
+        o[1] = <uint8_t>(0x80 | ((c >> 12) & 0x3F))
+        o[2] = <uint8_t>(0x80 | ((c >> 6) & 0x3F))
+        o[3] = <uint8_t>(0x80 | (c & 0x3F))
+        w.pos += 4
+    return 0
+
+
+cdef int _escape(Reader* r, Writer* w) except -1:
+    """The escape at r.i (a backslash) unescaped into w, as _jsonread reads it."""
+    cdef const unsigned char* p = r.p
+    cdef Py_ssize_t i = r.i
+    cdef int unit, low
+    cdef unsigned char e
+    if i + 1 >= r.n:
+        return _bail()
+    e = p[i + 1]
+    if e == b'u':
+        unit = _hex4(p, i + 2, r.n)
+        if unit < 0:
+            return _bail()
+        i += 6
+        if 0xD800 <= unit <= 0xDBFF and i + 1 < r.n and p[i] == 92 and p[i + 1] == b'u':
+            low = _hex4(p, i + 2, r.n)
+            if 0xDC00 <= low <= 0xDFFF:  # a surrogate pair: one character
+                unit = 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00)
+                i += 6
+        _code_point(w, <uint32_t>unit)
+        r.i = i
+        return 0
+    if e == b'"' or e == 92 or e == b'/':
+        _op(w, e)
+    elif e == b'b':
+        _op(w, 8)
+    elif e == b'f':
+        _op(w, 12)
+    elif e == b'n':
+        _op(w, 10)
+    elif e == b'r':
+        _op(w, 13)
+    elif e == b't':
+        _op(w, 9)
+    else:
+        return _bail()
+    r.i = i + 2
+    return 0
+
+
+cdef int _string_payload(Reader* r, Writer* w) except -1:
+    """The UTF-8 of the string whose opening quote is at r.i into w; r.i after its closing quote."""
+    cdef const unsigned char* p = r.p
+    cdef Py_ssize_t i = r.i + 1, end, n = r.n
+    cdef bint check = r.check_utf8
+    while True:
+        if n - i > _NOGIL_RUN:
+            _reserve(w, n - i)   # the run is no longer than the rest of the text
+            with nogil:
+                end = _plain_run(p, i, n, check)
+                memcpy(w.buf + w.pos, p + i, <size_t>(end - i))
+            w.pos += end - i
+        else:
+            end = _plain_run(p, i, n, check)
+            _raw(w, p + i, end - i)
+        i = end
+        if i >= n:
+            return _bail()       # unterminated
+        if p[i] == 34:
+            r.i = i + 1
+            return 0
+        if p[i] != 92:
+            return _bail()       # a control character or bad UTF-8
+        r.i = i
+        _escape(r, w)
+        i = r.i
+
+
+cdef int _json_string(Reader* r, Writer* w) except -1:
+    """BINUNICODE of the string at r.i; r.str_pos/str_size say where its UTF-8 is."""
+    cdef Py_ssize_t start, size
+    _reserve(w, 5)
+    start = w.pos
+    w.pos += 5
+    _string_payload(r, w)
+    size = w.pos - start - 5
+    if size >= _U32_LIMIT:
+        return _bail()
+    w.buf[start] = BINUNICODE
+    _le32(w.buf + start + 1, <uint64_t>size)
+    r.str_pos = start + 5
+    r.str_size = size
+    return 0
+
+
+cdef object _number_value(Reader* r, bint* is_float, long long* small):
+    """The number at r.i: *small set (None returned) for an int of few digits, else an int or float object."""
+    cdef const unsigned char* p = r.p
+    cdef Py_ssize_t i = r.i, n = r.n, start = r.i, digits_start, k
+    cdef long long x = 0
+    cdef bint negative = False, fraction = False
+    cdef char buf[420]
+    if i < n and p[i] == b'-':
+        negative = True
+        i += 1
+    digits_start = i
+    if i < n and p[i] == b'0':
+        i += 1
+    elif i < n and b'1' <= p[i] <= b'9':
+        while i < n and b'0' <= p[i] <= b'9':
+            i += 1
+    else:
+        _bail()
+    if i < n and p[i] == b'.':
+        fraction = True
+        i += 1
+        if not (i < n and b'0' <= p[i] <= b'9'):
+            _bail()
+        while i < n and b'0' <= p[i] <= b'9':
+            i += 1
+    if i < n and (p[i] == b'e' or p[i] == b'E'):
+        fraction = True
+        i += 1
+        if i < n and (p[i] == b'+' or p[i] == b'-'):
+            i += 1
+        if not (i < n and b'0' <= p[i] <= b'9'):
+            _bail()
+        while i < n and b'0' <= p[i] <= b'9':
+            i += 1
+    r.i = i
+    is_float[0] = fraction
+    if not fraction and i - digits_start <= _FAST_INT_DIGITS:
+        for k in range(digits_start, i):
+            x = x * 10 + (p[k] - 48)
+        small[0] = -x if negative else x
+        return None
+    if i - start >= (<Py_ssize_t>sizeof(buf)) - 1 and (fraction or i - digits_start > _LONG_INT_DIGITS):
+        _bail()
+    if i - start < (<Py_ssize_t>sizeof(buf)) - 1:
+        memcpy(buf, p + start, <size_t>(i - start))
+        buf[i - start] = 0
+        if fraction:
+            return PyOS_string_to_double(buf, NULL, NULL)
+        return PyLong_FromString(buf, NULL, 10)
+    text = PyBytes_FromStringAndSize(<const char*>p + start, i - start)
+    return PyLong_FromString(<bytes>text, NULL, 10)
+
+
+cdef int _json_number(Reader* r, Writer* w) except -1:
+    cdef bint is_float = False
+    cdef long long small = 0
+    v = _number_value(r, &is_float, &small)
+    if v is None:
+        return _int64(w, small)
+    if is_float:
+        return _float(w, <double>v)
+    return _int(w, v)
+
+
+cdef inline bint _literal(Reader* r, const char* word, Py_ssize_t m) noexcept:
+    if r.i + m <= r.n and _same(<const char*>r.p + r.i, word, m):
+        r.i += m
+        return True
+    return False
+
+
+cdef inline bint _marker_ahead(Reader* r) noexcept:
+    """At a '{': does its first key start with "@" (or an escape, which might be one)?"""
+    cdef Py_ssize_t save = r.i
+    cdef bint found
+    r.i += 1
+    _ws(r)
+    found = r.i + 1 < r.n and r.p[r.i] == 34 and (r.p[r.i + 1] == 64 or r.p[r.i + 1] == 92)
+    r.i = save
+    return found
+
+
+cdef int _json_value(Reader* r, Writer* w, Py_ssize_t depth) except -1:
+    """Write the value at r.i (whitespace skipped) as _value writes it at depth."""
+    cdef unsigned char c
+    if r.i >= r.n:
+        return _bail()
+    c = r.p[r.i]
+    if c == 34:
+        return _json_string(r, w)
+    if c == b'{':
+        if _marker_ahead(r):
+            return _value(w, _json_build(r, 0), depth)
+        return _json_dict(r, w, depth)
+    if c == b'[':
+        return _json_list(r, w, depth)
+    if c == b'-' or b'0' <= c <= b'9':
+        return _json_number(r, w)
+    if _literal(r, b"null", 4):
+        return _op(w, NONE)
+    if _literal(r, b"true", 4):
+        return _op(w, NEWTRUE)
+    if _literal(r, b"false", 5):
+        return _op(w, NEWFALSE)
+    return _bail()
+
+
+cdef int _json_list(Reader* r, Writer* w, Py_ssize_t depth) except -1:
+    if depth > _MAX_DEPTH:
+        return _bail()
+    r.i += 1
+    _ws(r)
+    _op(w, EMPTY_LIST)
+    if r.i < r.n and r.p[r.i] == b']':
+        r.i += 1
+        return 0
+    _op(w, MARK)
+    while True:
+        _json_value(r, w, depth + 1)
+        _ws(r)
+        if r.i >= r.n:
+            return _bail()
+        if r.p[r.i] == b',':
+            r.i += 1
+            _ws(r)
+        elif r.p[r.i] == b']':
+            r.i += 1
+            return _op(w, APPENDS)
+        else:
+            return _bail()
+
+
+cdef int _json_dict(Reader* r, Writer* w, Py_ssize_t depth) except -1:
+    """A dict whose first key does not start with "@": a plain dict (no marker has such a key)."""
+    cdef Py_ssize_t serial
+    if depth > _MAX_DEPTH:
+        return _bail()
+    r.i += 1
+    _ws(r)
+    _op(w, EMPTY_DICT)
+    if r.i < r.n and r.p[r.i] == b'}':
+        r.i += 1
+        return 0
+    _op(w, MARK)
+    r.serial += 1
+    serial = r.serial
+    while True:
+        if r.i >= r.n or r.p[r.i] != 34:
+            return _bail()
+        _json_string(r, w)
+        if r.str_size >= 4 and w.buf[r.str_pos] == 64 and w.buf[r.str_pos + 3] == 58:
+            return _bail()       # "@ns:..." / "@su:..." maybe: an escaped key
+        _new_key(r, w, serial)
+        _ws(r)
+        if r.i >= r.n or r.p[r.i] != b':':
+            return _bail()
+        r.i += 1
+        _ws(r)
+        _json_value(r, w, depth + 1)
+        _ws(r)
+        if r.i >= r.n:
+            return _bail()
+        if r.p[r.i] == b',':
+            r.i += 1
+            _ws(r)
+        elif r.p[r.i] == b'}':
+            r.i += 1
+            return _op(w, SETITEMS)
+        else:
+            return _bail()
+
+
+# Duplicate keys: json.loads keeps the last value at the first key's place,
+# which the text cannot be written in the order it is read; such a dict
+# makes the reader give up.  Keys are found again by a hash of their UTF-8.
+
+cdef inline uint64_t _key_hash(const unsigned char* s, Py_ssize_t n, Py_ssize_t serial) noexcept:
+    cdef uint64_t h = 14695981039346656037ULL ^ (<uint64_t>serial * 0x9E3779B97F4A7C15ULL)
+    cdef Py_ssize_t k
+    for k in range(n):
+        h = (h ^ s[k]) * 1099511628211ULL
+    return h
+
+
+cdef int _new_key(Reader* r, Writer* w, Py_ssize_t serial) except -1:
+    cdef uint64_t h = _key_hash(w.buf + r.str_pos, r.str_size, serial)
+    cdef Py_ssize_t mask, k
+    cdef KeySlot* slot
+    if 2 * (r.keys_used + 1) > r.keys_cap:
+        _grow_keys(r)
+    mask = r.keys_cap - 1
+    k = <Py_ssize_t>(h & <uint64_t>mask)
+    while True:
+        slot = &r.keys[k]
+        if slot.serial == 0:
+            slot.serial = serial
+            slot.pos = r.str_pos
+            slot.size = r.str_size
+            slot.hash = h
+            r.keys_used += 1
+            return 0
+        if (slot.hash == h and slot.serial == serial and slot.size == r.str_size
+                and _same(<const char*>w.buf + slot.pos, <const char*>w.buf + r.str_pos, r.str_size)):
+            return _bail()
+        k = (k + 1) & mask
+
+
+cdef int _grow_keys(Reader* r) except -1:
+    cdef Py_ssize_t cap = r.keys_cap * 2, k, j
+    cdef KeySlot* keys = <KeySlot*>PyMem_Malloc(<size_t>cap * sizeof(KeySlot))
+    if keys == NULL:
+        raise MemoryError()
+    for k in range(cap):
+        keys[k].serial = 0
+    for k in range(r.keys_cap):
+        if r.keys[k].serial:
+            j = <Py_ssize_t>(r.keys[k].hash & <uint64_t>(cap - 1))
+            while keys[j].serial:
+                j = (j + 1) & (cap - 1)
+            keys[j] = r.keys[k]
+    if r.keys_heap:
+        PyMem_Free(r.keys)
+    r.keys = keys
+    r.keys_cap = cap
+    r.keys_heap = True
+    return 0
+
+
+# Values of marker dicts, built as json.loads builds them.
+
+cdef object _json_build(Reader* r, Py_ssize_t level):
+    cdef unsigned char c
+    cdef unsigned char stack[256]
+    cdef Writer scratch
+    cdef bint is_float = False
+    cdef long long small = 0
+    if level > _BUILD_DEPTH or r.i >= r.n:
+        _bail()
+    c = r.p[r.i]
+    if c == 34:
+        _init(&scratch, stack, False)
+        scratch.cap = 256
+        try:
+            _string_payload(r, &scratch)
+            return PyUnicode_DecodeUTF8(<const char*>scratch.buf, scratch.pos, b"surrogatepass")
+        finally:
+            _release(&scratch)
+    if c == b'{':
+        return _build_dict(r, level)
+    if c == b'[':
+        return _build_list(r, level)
+    if c == b'-' or b'0' <= c <= b'9':
+        v = _number_value(r, &is_float, &small)
+        return small if v is None else v
+    if _literal(r, b"null", 4):
+        return None
+    if _literal(r, b"true", 4):
+        return True
+    if _literal(r, b"false", 5):
+        return False
+    _bail()
+
+
+cdef list _build_list(Reader* r, Py_ssize_t level):
+    cdef list out = []
+    r.i += 1
+    _ws(r)
+    if r.i < r.n and r.p[r.i] == b']':
+        r.i += 1
+        return out
+    while True:
+        out.append(_json_build(r, level + 1))
+        _ws(r)
+        if r.i >= r.n:
+            _bail()
+        if r.p[r.i] == b',':
+            r.i += 1
+            _ws(r)
+        elif r.p[r.i] == b']':
+            r.i += 1
+            return out
+        else:
+            _bail()
+
+
+cdef dict _build_dict(Reader* r, Py_ssize_t level):
+    cdef dict out = {}
+    r.i += 1
+    _ws(r)
+    if r.i < r.n and r.p[r.i] == b'}':
+        r.i += 1
+        return out
+    while True:
+        if r.i >= r.n or r.p[r.i] != 34:
+            _bail()
+        key = _json_build(r, level + 1)
+        _ws(r)
+        if r.i >= r.n or r.p[r.i] != b':':
+            _bail()
+        r.i += 1
+        _ws(r)
+        out[key] = _json_build(r, level + 1)
+        _ws(r)
+        if r.i >= r.n:
+            _bail()
+        if r.p[r.i] == b',':
+            r.i += 1
+            _ws(r)
+        elif r.p[r.i] == b'}':
+            r.i += 1
+            return out
+        else:
+            _bail()
+
+
+cdef int _json_top(Writer* w, const unsigned char* p, Py_ssize_t n, bint check_utf8) except -1:
+    """The one value of the text p[0:n] written at depth 0; _Bail for a marker at the top (the callers' own rules)."""
+    cdef KeySlot keys[_KEY_SLOTS]
+    cdef Reader r
+    cdef Py_ssize_t k
+    r.p = p
+    r.n = n
+    r.i = 0
+    r.check_utf8 = check_utf8
+    r.keys = keys
+    r.keys_cap = _KEY_SLOTS
+    r.keys_used = 0
+    r.keys_heap = False
+    r.serial = 0
+    for k in range(_KEY_SLOTS):
+        keys[k].serial = 0
+    try:
+        _ws(&r)
+        if r.i < n and p[r.i] == b'{' and _marker_ahead(&r):
+            return _bail()
+        _json_value(&r, w, 0)
+        _ws(&r)
+        if r.i != n:
+            return _bail()
+        return 0
+    finally:
+        if r.keys_heap:
+            PyMem_Free(r.keys)
+
+
+cdef object _text_bytes(object text, bint* check_utf8):
+    """A bytes object or str whose UTF-8 the reader reads (*check_utf8: it must be checked), or None."""
+    if type(text) is bytes:
+        check_utf8[0] = True
+        return text
+    if type(text) is str:
+        check_utf8[0] = False
+        return text
+    if type(text) is bytearray:
+        check_utf8[0] = True
+        return bytes(text)
+    if type(text) is memoryview:
+        check_utf8[0] = True
+        return text.tobytes()
+    return None
+
+
+cdef const unsigned char* _utf8_of(object text, Py_ssize_t* n) except? NULL:
+    if type(text) is bytes:
+        n[0] = len(<bytes>text)
+        return <const unsigned char*><const char*>(<bytes>text)
+    return <const unsigned char*>zjc_utf8(text, n)  # NULL: lone surrogates
+
+
+cdef bytes _record_from_text(str module, str name, object text, bint check_utf8):
+    cdef unsigned char stack[_STACK_BUFFER]
+    cdef Writer w
+    cdef Py_ssize_t n = 0
+    cdef const unsigned char* p = _utf8_of(text, &n)
+    if p == NULL:
+        return None
+    _init(&w, stack, True)
+    try:
+        _op2(&w, PROTO, 3)
+        _str(&w, module)
+        _str(&w, name)
+        _text(&w, b"\x86N\x86.\x80\x03", 6)     # TUPLE2, no args, TUPLE2, STOP, PROTO 3
+        _json_top(&w, p, n, check_utf8)
+        _op(&w, STOP)
+        return _result(&w)
+    finally:
+        _release(&w)
+
+
+cdef bytes _pickle_from_text(object text):
+    cdef unsigned char stack[_STACK_BUFFER]
+    cdef Writer w
+    cdef Py_ssize_t n = 0
+    cdef const unsigned char* p = _utf8_of(text, &n)
+    if p == NULL:
+        return None
+    _init(&w, stack, False)
+    try:
+        _op2(&w, PROTO, 3)
+        _json_top(&w, p, n, False)
+        _op(&w, STOP)
+        return _result(&w)
+    finally:
+        _release(&w)
 
 
 def encode_zodb_record_from_pg_json(class_mod, class_name, state_json):
@@ -1871,4 +2532,29 @@ def encode_zodb_record_from_pg_json(class_mod, class_name, state_json):
     Raises TypeError for arguments of the wrong type, ValueError (naming
     the offset) for bad JSON or UTF-8, and as encode_zodb_record for markers.
     """
+    cdef bint check_utf8 = False
+    if type(class_mod) is str and type(class_name) is str and (class_mod != "" or class_name != ""):
+        text = _text_bytes(state_json, &check_utf8)
+        if text is not None and _btree_class(<str>class_mod, <str>class_name) < 0:
+            try:
+                result = _record_from_text(<str>class_mod, <str>class_name, text, check_utf8)
+            except Exception:
+                result = None    # the normative way gives the same bytes, or says what is wrong
+            if result is not None:
+                return result
     return record_from_json(class_mod, class_name, state_json, encode_zodb_record)
+
+
+def json_to_pickle(json_str):
+    """One pickle of JSON text in the marker format (key order kept, numbers exact).
+
+    Raises TypeError for a non-str argument, ValueError for bad JSON or markers.
+    """
+    if type(json_str) is str:
+        try:
+            result = _pickle_from_text(json_str)
+        except Exception:
+            result = None
+        if result is not None:
+            return result
+    return _json_to_pickle_by_value(json_str)
