@@ -22,7 +22,7 @@ from cpython.unicode cimport (
     PyUnicode_DATA, PyUnicode_FindChar, PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_READ, PyUnicode_READ_CHAR,
 )
 from libc.stdint cimport uint8_t, uint32_t, uint64_t
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memmove
 
 from ._opcodes cimport *
 
@@ -218,7 +218,7 @@ cdef extern from *:
     int zjc_b64_decode(const unsigned char* text, Py_ssize_t n, unsigned char* out) noexcept
     const char* zjc_utf8(object s, Py_ssize_t* n) except? NULL
     int zjc_compact_long(object v, long long* out) noexcept
-    int zjc_hexval(unsigned char c) noexcept
+    int zjc_hexval(unsigned char c) noexcept nogil
     int zjc_unhex(const unsigned char* p, Py_ssize_t n, unsigned char* out) noexcept
     Py_ssize_t zjc_last_dot(const unsigned char* p, Py_ssize_t n, int* newline) noexcept
 
@@ -1931,11 +1931,14 @@ cdef inline void _ws(Reader* r) noexcept nogil:
     r.i = i
 
 
-cdef inline bint _special8(uint64_t x) noexcept nogil:
-    """Might any of these 8 bytes be '"', a backslash, a control character or non-ASCII?"""
+cdef inline bint _special8(uint64_t x, bint ascii_only) noexcept nogil:
+    """Might any of these 8 bytes be '"', a backslash, a control character (or non-ASCII, if ascii_only)?"""
     cdef uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL
     cdef uint64_t q = x ^ (ones * 0x22), b = x ^ (ones * 0x5C)
-    return (((q - ones) & ~q) | ((b - ones) & ~b) | (x - ones * 0x20) | x) & highs != 0
+    cdef uint64_t found = ((q - ones) & ~q) | ((b - ones) & ~b) | ((x - ones * 0x20) & ~x)
+    if ascii_only:
+        found |= x
+    return found & highs != 0
 
 
 cdef inline int _utf8_length(const unsigned char* p, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
@@ -1966,34 +1969,7 @@ cdef inline int _utf8_length(const unsigned char* p, Py_ssize_t i, Py_ssize_t n)
     return m
 
 
-cdef Py_ssize_t _plain_run(const unsigned char* p, Py_ssize_t i, Py_ssize_t n, bint check_utf8) noexcept nogil:
-    """The end of the run from i of string bytes copied as they are (no quote, backslash, control, bad UTF-8)."""
-    cdef uint64_t x
-    cdef int m
-    cdef unsigned char c
-    while True:
-        while i + 8 <= n:
-            memcpy(&x, p + i, 8)
-            if _special8(x):
-                break
-            i += 8
-        if i >= n:
-            return n
-        c = p[i]
-        if c == 34 or c == 92 or c < 0x20:
-            return i
-        if c < 0x80:
-            i += 1
-        elif not check_utf8:
-            i += 1
-        else:
-            m = _utf8_length(p, i, n)
-            if m == 0:
-                return i
-            i += m
-
-
-cdef inline int _hex4(const unsigned char* p, Py_ssize_t i, Py_ssize_t n) noexcept:
+cdef inline int _hex4(const unsigned char* p, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
     """The code unit of the 4 hex digits at p[i], or -1."""
     cdef int k, d, unit = 0
     if i + 4 > n:
@@ -2006,98 +1982,129 @@ cdef inline int _hex4(const unsigned char* p, Py_ssize_t i, Py_ssize_t n) noexce
     return unit
 
 
-cdef inline int _code_point(Writer* w, uint32_t c) except -1:
-    """c as UTF-8 (surrogates as surrogatepass writes them)."""
-    cdef unsigned char* o
-    _reserve(w, 4)
-    o = w.buf + w.pos
+cdef inline unsigned char* _code_point(unsigned char* o, uint32_t c) noexcept nogil:
+    """c as UTF-8 at o (surrogates as surrogatepass writes them); the end."""
     if c < 0x80:
         o[0] = <uint8_t>c
-        w.pos += 1
-    elif c < 0x800:
+        return o + 1
+    if c < 0x800:
         o[0] = <uint8_t>(0xC0 | (c >> 6))
         o[1] = <uint8_t>(0x80 | (c & 0x3F))
-        w.pos += 2
-    elif c < 0x10000:
+        return o + 2
+    if c < 0x10000:
         o[0] = <uint8_t>(0xE0 | (c >> 12))
         o[1] = <uint8_t>(0x80 | ((c >> 6) & 0x3F))
         o[2] = <uint8_t>(0x80 | (c & 0x3F))
-        w.pos += 3
-    else:
-        o[0] = <uint8_t>(0xF0 | (c >> 18))
-        o[1] = <uint8_t>(0x80 | ((c >> 12) & 0x3F))
-        o[2] = <uint8_t>(0x80 | ((c >> 6) & 0x3F))
-        o[3] = <uint8_t>(0x80 | (c & 0x3F))
-        w.pos += 4
-    return 0
+        return o + 3
+    o[0] = <uint8_t>(0xF0 | (c >> 18))
+    o[1] = <uint8_t>(0x80 | ((c >> 12) & 0x3F))
+    o[2] = <uint8_t>(0x80 | ((c >> 6) & 0x3F))
+    o[3] = <uint8_t>(0x80 | (c & 0x3F))
+    return o + 4
 
 
-cdef int _escape(Reader* r, Writer* w) except -1:
-    """The escape at r.i (a backslash) unescaped into w, as _jsonread reads it."""
-    cdef const unsigned char* p = r.p
-    cdef Py_ssize_t i = r.i
-    cdef int unit, low
-    cdef unsigned char e
-    if i + 1 >= r.n:
-        return _bail()
-    e = p[i + 1]
-    if e == b'u':
-        unit = _hex4(p, i + 2, r.n)
-        if unit < 0:
-            return _bail()
-        i += 6
-        if 0xD800 <= unit <= 0xDBFF and i + 1 < r.n and p[i] == 92 and p[i + 1] == b'u':
-            low = _hex4(p, i + 2, r.n)
-            if 0xDC00 <= low <= 0xDFFF:  # a surrogate pair: one character
-                unit = 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00)
-                i += 6
-        _code_point(w, <uint32_t>unit)
-        r.i = i
-        return 0
-    if e == b'"' or e == 92 or e == b'/':
-        _op(w, e)
-    elif e == b'b':
-        _op(w, 8)
-    elif e == b'f':
-        _op(w, 12)
-    elif e == b'n':
-        _op(w, 10)
-    elif e == b'r':
-        _op(w, 13)
-    elif e == b't':
-        _op(w, 9)
-    else:
-        return _bail()
-    r.i = i + 2
-    return 0
+cdef unsigned char _UNESCAPED[256]
+
+
+cdef void _init_unescaped():
+    cdef int k
+    for k in range(256):
+        _UNESCAPED[k] = 0
+    for k, c in ((34, 34), (92, 92), (47, 47), (98, 8), (102, 12), (110, 10), (114, 13), (116, 9)):
+        _UNESCAPED[k] = c
+
+
+_init_unescaped()
+
+
+cdef int _unescape(const unsigned char* p, Py_ssize_t* at, Py_ssize_t n, Py_ssize_t limit, bint check_utf8,
+                   unsigned char** out) noexcept nogil:
+    """String bytes from p[*at] unescaped into *out (room for what is left of the text: nothing grows), as
+    _jsonread reads them: 0 at the closing quote (*at after it), 1 when past limit (*at where to go on), -1 if
+    the text is not what json.loads reads (a control character, bad UTF-8, a bad escape, no closing quote)."""
+    cdef Py_ssize_t i = at[0], start
+    cdef unsigned char* o = out[0]
+    cdef uint64_t x
+    cdef unsigned char c, e
+    cdef int m, unit, low
+    cdef int status = -1
+    while True:
+        if i >= limit:
+            status = 1
+            break
+        # The run up to the next quote, backslash, control character or bad UTF-8, copied at once.
+        start = i
+        while True:
+            while i + 8 <= n:
+                memcpy(&x, p + i, 8)
+                if _special8(x, check_utf8):
+                    break
+                i += 8
+            if i >= n:
+                break
+            c = p[i]
+            if c == 34 or c == 92 or c < 0x20:
+                break
+            if c < 0x80 or not check_utf8:
+                i += 1
+            else:
+                m = _utf8_length(p, i, n)
+                if m == 0:
+                    break
+                i += m
+        memcpy(o, p + start, <size_t>(i - start))
+        o += i - start
+        if i >= n:
+            break
+        c = p[i]
+        if c == 34:
+            i += 1
+            status = 0
+            break
+        if c != 92 or i + 1 >= n:
+            break
+        e = p[i + 1]
+        if e == b'u':
+            unit = _hex4(p, i + 2, n)
+            if unit < 0:
+                break
+            i += 6
+            if 0xD800 <= unit <= 0xDBFF and i + 1 < n and p[i] == 92 and p[i + 1] == b'u':
+                low = _hex4(p, i + 2, n)
+                if 0xDC00 <= low <= 0xDFFF:  # a surrogate pair: one character
+                    unit = 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00)
+                    i += 6
+            o = _code_point(o, <uint32_t>unit)
+        elif _UNESCAPED[e]:
+            o[0] = _UNESCAPED[e]
+            o += 1
+            i += 2
+        else:
+            break
+    at[0] = i
+    out[0] = o
+    return status
 
 
 cdef int _string_payload(Reader* r, Writer* w) except -1:
-    """The UTF-8 of the string whose opening quote is at r.i into w; r.i after its closing quote."""
-    cdef const unsigned char* p = r.p
-    cdef Py_ssize_t i = r.i + 1, end, n = r.n
-    cdef bint check = r.check_utf8
-    while True:
-        if n - i > _NOGIL_RUN:
-            _reserve(w, n - i)   # the run is no longer than the rest of the text
-            with nogil:
-                end = _plain_run(p, i, n, check)
-                memcpy(w.buf + w.pos, p + i, <size_t>(end - i))
-            w.pos += end - i
-        else:
-            end = _plain_run(p, i, n, check)
-            _raw(w, p + i, end - i)
-        i = end
-        if i >= n:
-            return _bail()       # unterminated
-        if p[i] == 34:
-            r.i = i + 1
-            return 0
-        if p[i] != 92:
-            return _bail()       # a control character or bad UTF-8
-        r.i = i
-        _escape(r, w)
-        i = r.i
+    """The UTF-8 of the string whose opening quote is at r.i into w; r.i after its closing quote.
+
+    Unescaped text is never longer than its JSON, so room for the rest of the text is all it needs; a
+    string still going after its first 64 KB is read on with the GIL released."""
+    cdef Py_ssize_t i = r.i + 1
+    cdef unsigned char* o
+    cdef int status
+    _reserve(w, r.n - i)
+    o = w.buf + w.pos
+    status = _unescape(r.p, &i, r.n, i + _NOGIL_RUN, r.check_utf8, &o)
+    if status == 1:
+        with nogil:
+            status = _unescape(r.p, &i, r.n, r.n + 1, r.check_utf8, &o)
+    w.pos = o - w.buf
+    if status != 0:
+        return _bail()
+    r.i = i
+    return 0
 
 
 cdef int _json_string(Reader* r, Writer* w) except -1:
@@ -2209,6 +2216,8 @@ cdef int _json_value(Reader* r, Writer* w, Py_ssize_t depth) except -1:
         return _json_string(r, w)
     if c == b'{':
         if _marker_ahead(r):
+            if w.expand_refs and depth <= _MAX_DEPTH and _json_ref(r, w):
+                return 0
             return _value(w, _json_build(r, 0), depth)
         return _json_dict(r, w, depth)
     if c == b'[':
@@ -2287,6 +2296,176 @@ cdef int _json_dict(Reader* r, Writer* w, Py_ssize_t depth) except -1:
             return _op(w, SETITEMS)
         else:
             return _bail()
+
+
+# The markers of real records written as they are read: references in the
+# forms decode_zodb_record_for_pg_json writes ({"@ref": "<hex>"} and
+# {"@ref": ["<hex>", "module.Name"]}) and a BTree's or bucket's @kv state.
+# Any other spelling is left to the built value (the reader is put back).
+
+cdef inline bint _at_key(Reader* r, const char* quoted, Py_ssize_t m) noexcept:
+    """Is the key quoted (with its quotes) at r.i, then ':'?  r.i after the ':' and whitespace if so."""
+    cdef Py_ssize_t save = r.i
+    if r.i + m <= r.n and _same(<const char*>r.p + r.i, quoted, m):
+        r.i += m
+        _ws(r)
+        if r.i < r.n and r.p[r.i] == b':':
+            r.i += 1
+            _ws(r)
+            return True
+    r.i = save
+    return False
+
+
+cdef inline bint _expect(Reader* r, unsigned char c) noexcept:
+    """Whitespace, then c (r.i after it): True, else False."""
+    _ws(r)
+    if r.i < r.n and r.p[r.i] == c:
+        r.i += 1
+        _ws(r)
+        return True
+    return False
+
+
+cdef inline Py_ssize_t _quoted_run(Reader* r, bint hex_only) noexcept:
+    """The length of the string at r.i (r.i after it) if it has only hex digits (hex_only) or only printable ASCII
+    without escapes; else -1."""
+    cdef const unsigned char* p = r.p
+    cdef Py_ssize_t i = r.i + 1, n = r.n, start
+    cdef unsigned char c
+    if r.i >= n or p[r.i] != 34:
+        return -1
+    start = i
+    while i < n:
+        c = p[i]
+        if c == 34:
+            r.i = i + 1
+            return i - start
+        if hex_only:
+            if zjc_hexval(c) < 0:
+                return -1
+        elif c < 0x20 or c >= 0x7F or c == 92:
+            return -1
+        i += 1
+    return -1
+
+
+cdef int _json_ref(Reader* r, Writer* w) except -1:
+    """A reference at r.i (a '{') in a decoder's compact form written as _ref writes it: 1; else 0, nothing read."""
+    cdef Py_ssize_t save_i = r.i, save_pos = w.pos, oid_at, oid_size, dotted_at, dotted_size, dot
+    cdef unsigned char* o
+    r.i += 1
+    _ws(r)
+    if not _at_key(r, b'"@ref"', 6):
+        r.i = save_i
+        return 0
+    oid_at = r.i + 1
+    if r.i < r.n and r.p[r.i] == 34:
+        oid_size = _quoted_run(r, True)
+        if oid_size >= 0 and not (oid_size & 1) and _expect(r, b'}'):
+            _write_oid(w, r.p + oid_at, oid_size)
+            _text(w, b"N\x86Q", 3)              # no class: NONE, TUPLE2, BINPERSID
+            return 1
+    elif r.i < r.n and r.p[r.i] == b'[':
+        r.i += 1
+        _ws(r)
+        oid_at = r.i + 1
+        oid_size = _quoted_run(r, True)
+        if oid_size >= 0 and not (oid_size & 1) and _expect(r, b','):
+            dotted_at = r.i + 1
+            dotted_size = _quoted_run(r, False)
+            if dotted_size >= 0 and _expect(r, b']') and _expect(r, b'}'):
+                _write_oid(w, r.p + oid_at, oid_size)
+                # GLOBAL "module\nName\n", split at the last dot (_global_dotted)
+                _reserve(w, dotted_size + 5)
+                o = w.buf + w.pos
+                o[0] = GLOBAL
+                dot = dotted_size - 1
+                while dot >= 0 and r.p[dotted_at + dot] != b'.':
+                    dot -= 1
+                if dot < 0:
+                    o[1] = 10
+                    memcpy(o + 2, r.p + dotted_at, <size_t>dotted_size)
+                    o[dotted_size + 2] = 10
+                    w.pos += dotted_size + 3
+                else:
+                    memcpy(o + 1, r.p + dotted_at, <size_t>dotted_size)
+                    o[1 + dot] = 10
+                    o[dotted_size + 1] = 10
+                    w.pos += dotted_size + 2
+                return _op2(w, TUPLE2, BINPERSID) + 1
+    r.i = save_i
+    w.pos = save_pos
+    return 0
+
+
+cdef int _write_oid(Writer* w, const unsigned char* hexdigits, Py_ssize_t n) except -1:
+    _bytes_header(w, n // 2)
+    _reserve(w, n // 2)
+    zjc_unhex(hexdigits, n, w.buf + w.pos)   # checked by _quoted_run
+    w.pos += n // 2
+    return 0
+
+
+cdef int _json_kv_state(Reader* r, Writer* w, int is_tree) except -1:
+    """A BTree's or bucket's ``{"@kv": [[k, v]...]}`` (a bucket's with "@next" after it) at r.i, as _btree_state
+    writes it at depth 0: 1; else 0, nothing read."""
+    cdef Py_ssize_t save_i = r.i, start = w.pos, pairs = 0
+    r.i += 1
+    _ws(r)
+    if not _at_key(r, b'"@kv"', 5) or r.i >= r.n or r.p[r.i] != b'[':
+        r.i = save_i
+        return 0
+    r.i += 1
+    _ws(r)
+    _op(w, MARK)
+    if r.i < r.n and r.p[r.i] == b']':
+        r.i += 1
+    else:
+        while True:
+            if r.i >= r.n or r.p[r.i] != b'[':
+                return _bail()
+            r.i += 1
+            _ws(r)
+            _json_value(r, w, 1)
+            if not _expect(r, b','):
+                return _bail()
+            _json_value(r, w, 1)
+            if not _expect(r, b']'):
+                return _bail()
+            pairs += 1
+            if r.i < r.n and r.p[r.i] == b',':
+                r.i += 1
+                _ws(r)
+            elif r.i < r.n and r.p[r.i] == b']':
+                r.i += 1
+                break
+            else:
+                return _bail()
+    # The tuple of the flattened pairs: MARK only for more than three items.
+    if pairs == 0:
+        w.pos = start
+        _op(w, EMPTY_TUPLE)
+    elif pairs == 1:
+        memmove(w.buf + start, w.buf + start + 1, <size_t>(w.pos - start - 1))
+        w.pos -= 1
+        _op(w, TUPLE2)
+    else:
+        _op(w, TUPLE)
+    _ws(r)
+    if r.i < r.n and r.p[r.i] == b'}':
+        r.i += 1
+        if is_tree:
+            _op2(w, TUPLE1, TUPLE1)
+        return _op(w, TUPLE1) + 1
+    if r.i < r.n and r.p[r.i] == b',' and not is_tree:
+        r.i += 1
+        _ws(r)
+        if _at_key(r, b'"@next"', 7):
+            _json_value(r, w, 1)
+            if _expect(r, b'}'):
+                return _op(w, TUPLE2) + 1
+    return _bail()
 
 
 # Duplicate keys: json.loads keeps the last value at the first key's place,
@@ -2432,8 +2611,9 @@ cdef dict _build_dict(Reader* r, Py_ssize_t level):
             _bail()
 
 
-cdef int _json_top(Writer* w, const unsigned char* p, Py_ssize_t n, bint check_utf8) except -1:
-    """The one value of the text p[0:n] written at depth 0; _Bail for a marker at the top (the callers' own rules)."""
+cdef object _json_top(Writer* w, const unsigned char* p, Py_ssize_t n, bint check_utf8, int btree):
+    """The one value of the text p[0:n] written at depth 0 (None returned), or, for a marker at the top, which has
+    the callers' own rules, nothing written and the value built (returned in a 1-tuple).  btree: _btree_class."""
     cdef KeySlot keys[_KEY_SLOTS]
     cdef Reader r
     cdef Py_ssize_t k
@@ -2451,12 +2631,18 @@ cdef int _json_top(Writer* w, const unsigned char* p, Py_ssize_t n, bint check_u
     try:
         _ws(&r)
         if r.i < n and p[r.i] == b'{' and _marker_ahead(&r):
-            return _bail()
-        _json_value(&r, w, 0)
+            if btree < 0 or not _json_kv_state(&r, w, btree):
+                built = _json_build(&r, 0)
+                _ws(&r)
+                if r.i != n:
+                    _bail()
+                return (built,)
+        else:
+            _json_value(&r, w, 0)
         _ws(&r)
         if r.i != n:
-            return _bail()
-        return 0
+            _bail()
+        return None
     finally:
         if r.keys_heap:
             PyMem_Free(r.keys)
@@ -2499,7 +2685,9 @@ cdef bytes _record_from_text(str module, str name, object text, bint check_utf8)
         _str(&w, module)
         _str(&w, name)
         _text(&w, b"\x86N\x86.\x80\x03", 6)     # TUPLE2, no args, TUPLE2, STOP, PROTO 3
-        _json_top(&w, p, n, check_utf8)
+        built = _json_top(&w, p, n, check_utf8, _btree_class(module, name))
+        if built is not None:
+            return encode_zodb_record({"@cls": [module, name], "@s": built[0]})
         _op(&w, STOP)
         return _result(&w)
     finally:
@@ -2516,7 +2704,10 @@ cdef bytes _pickle_from_text(object text):
     _init(&w, stack, False)
     try:
         _op2(&w, PROTO, 3)
-        _json_top(&w, p, n, False)
+        built = _json_top(&w, p, n, False, -1)
+        if built is not None:
+            verbatim = _verbatim(built[0])
+            return verbatim if verbatim is not None else _pickle(built[0])
         _op(&w, STOP)
         return _result(&w)
     finally:
@@ -2535,7 +2726,7 @@ def encode_zodb_record_from_pg_json(class_mod, class_name, state_json):
     cdef bint check_utf8 = False
     if type(class_mod) is str and type(class_name) is str and (class_mod != "" or class_name != ""):
         text = _text_bytes(state_json, &check_utf8)
-        if text is not None and _btree_class(<str>class_mod, <str>class_name) < 0:
+        if text is not None:
             try:
                 result = _record_from_text(<str>class_mod, <str>class_name, text, check_utf8)
             except Exception:
