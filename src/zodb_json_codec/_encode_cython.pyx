@@ -76,6 +76,9 @@ cdef extern from *:
         return n / 4 * 3 - 2;
     }
 
+    #if defined(__SSE2__)
+    #include <emmintrin.h>
+    #endif
     #if defined(__GNUC__) && defined(__x86_64__)
     #define ZJC_SSSE3 1
     #include <tmmintrin.h>
@@ -205,6 +208,52 @@ cdef extern from *:
         return bad & 0x100 ? -1 : 0;
     }
 
+    /* JSON string text: the offset of the first '"', backslash or control character in p[0:n], else n
+       (16 bytes at a time where SSE2 is there). */
+    static Py_ssize_t zjc_string_run(const unsigned char *p, Py_ssize_t n) {
+        Py_ssize_t i = 0;
+    #if defined(__SSE2__)
+        const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8(92), c1f = _mm_set1_epi8(0x1F);
+        for (; i + 16 <= n; i += 16) {
+            __m128i x = _mm_loadu_si128((const __m128i *)(p + i));
+            __m128i m = _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, backslash));
+            int mask = _mm_movemask_epi8(_mm_or_si128(m, _mm_cmpeq_epi8(_mm_min_epu8(x, c1f), x)));
+            if (mask) return i + __builtin_ctz((unsigned int)mask);
+        }
+    #endif
+        for (; i < n; i++) {
+            if (p[i] == '"' || p[i] == 92 || p[i] < 0x20) return i;
+        }
+        return n;
+    }
+
+    /* The length of the longest prefix of p[0:n] that is strict UTF-8 (what bytes.decode("utf-8") takes:
+       no surrogates, overlong forms or code points past U+10FFFF); n if all of it is. */
+    static Py_ssize_t zjc_utf8_prefix(const unsigned char *p, Py_ssize_t n) {
+        Py_ssize_t i = 0;
+        unsigned char c, lo, hi;
+        int m, k;
+        while (i < n) {
+    #if defined(__SSE2__)
+            if (i + 16 <= n && !_mm_movemask_epi8(_mm_loadu_si128((const __m128i *)(p + i)))) {
+                i += 16;
+                continue;
+            }
+    #endif
+            c = p[i];
+            if (c < 0x80) { i++; continue; }
+            lo = 0x80; hi = 0xBF;
+            if (c >= 0xC2 && c <= 0xDF) m = 2;
+            else if (c >= 0xE0 && c <= 0xEF) { m = 3; if (c == 0xE0) lo = 0xA0; else if (c == 0xED) hi = 0x9F; }
+            else if (c >= 0xF0 && c <= 0xF4) { m = 4; if (c == 0xF0) lo = 0x90; else if (c == 0xF4) hi = 0x8F; }
+            else return i;
+            if (i + m > n || p[i + 1] < lo || p[i + 1] > hi) return i;
+            for (k = 2; k < m; k++) if ((p[i + k] & 0xC0) != 0x80) return i;
+            i += m;
+        }
+        return n;
+    }
+
     /* The last '.' of p[0:n], or -1; *newline set if a newline is in it. */
     static Py_ssize_t zjc_last_dot(const unsigned char *p, Py_ssize_t n, int *newline) {
         Py_ssize_t i = n - 1;
@@ -220,6 +269,8 @@ cdef extern from *:
     int zjc_compact_long(object v, long long* out) noexcept
     int zjc_hexval(unsigned char c) noexcept nogil
     int zjc_unhex(const unsigned char* p, Py_ssize_t n, unsigned char* out) noexcept
+    Py_ssize_t zjc_string_run(const unsigned char* p, Py_ssize_t n) noexcept nogil
+    Py_ssize_t zjc_utf8_prefix(const unsigned char* p, Py_ssize_t n) noexcept nogil
     Py_ssize_t zjc_last_dot(const unsigned char* p, Py_ssize_t n, int* newline) noexcept
 
 
@@ -1881,6 +1932,7 @@ cdef extern from "Python.h":
     double PyOS_string_to_double(const char* s, char** endptr, PyObject* overflow_exception) except? -1.0
     object PyLong_FromString(const char* s, char** pend, int base)
     object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
+    object PyUnicode_FromStringAndSize(const char* s, Py_ssize_t size)
     const char* PyUnicode_AsUTF8AndSize(object s, Py_ssize_t* size) except NULL
 
 cdef enum:
@@ -1929,44 +1981,6 @@ cdef inline void _ws(Reader* r) noexcept nogil:
     while i < n and (p[i] == 32 or p[i] == 10 or p[i] == 13 or p[i] == 9):
         i += 1
     r.i = i
-
-
-cdef inline bint _special8(uint64_t x, bint ascii_only) noexcept nogil:
-    """Might any of these 8 bytes be '"', a backslash, a control character (or non-ASCII, if ascii_only)?"""
-    cdef uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL
-    cdef uint64_t q = x ^ (ones * 0x22), b = x ^ (ones * 0x5C)
-    cdef uint64_t found = ((q - ones) & ~q) | ((b - ones) & ~b) | ((x - ones * 0x20) & ~x)
-    if ascii_only:
-        found |= x
-    return found & highs != 0
-
-
-cdef inline int _utf8_length(const unsigned char* p, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
-    """The length of the strict UTF-8 sequence starting at p[i] (>= 0x80), or 0 if invalid."""
-    cdef unsigned char c = p[i], lo = 0x80, hi = 0xBF
-    cdef int k, m
-    if 0xC2 <= c <= 0xDF:
-        m = 2
-    elif 0xE0 <= c <= 0xEF:
-        m = 3
-        if c == 0xE0:
-            lo = 0xA0
-        elif c == 0xED:
-            hi = 0x9F      # no surrogates
-    elif 0xF0 <= c <= 0xF4:
-        m = 4
-        if c == 0xF0:
-            lo = 0x90
-        elif c == 0xF4:
-            hi = 0x8F
-    else:
-        return 0
-    if i + m > n or p[i + 1] < lo or p[i + 1] > hi:
-        return 0
-    for k in range(2, m):
-        if p[i + k] < 0x80 or p[i + k] > 0xBF:
-            return 0
-    return m
 
 
 cdef inline int _hex4(const unsigned char* p, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
@@ -2024,34 +2038,22 @@ cdef int _unescape(const unsigned char* p, Py_ssize_t* at, Py_ssize_t n, Py_ssiz
     the text is not what json.loads reads (a control character, bad UTF-8, a bad escape, no closing quote)."""
     cdef Py_ssize_t i = at[0], start
     cdef unsigned char* o = out[0]
-    cdef uint64_t x
     cdef unsigned char c, e
-    cdef int m, unit, low
+    cdef Py_ssize_t m
+    cdef int unit, low
     cdef int status = -1
     while True:
         if i >= limit:
             status = 1
             break
-        # The run up to the next quote, backslash, control character or bad UTF-8, copied at once.
+        # The run up to the next quote, backslash, control character (or bad UTF-8), copied at once.
         start = i
-        while True:
-            while i + 8 <= n:
-                memcpy(&x, p + i, 8)
-                if _special8(x, check_utf8):
-                    break
-                i += 8
-            if i >= n:
+        i += zjc_string_run(p + i, n - i)
+        if check_utf8:
+            m = zjc_utf8_prefix(p + start, i - start)
+            if m < i - start:
+                i = start + m
                 break
-            c = p[i]
-            if c == 34 or c == 92 or c < 0x20:
-                break
-            if c < 0x80 or not check_utf8:
-                i += 1
-            else:
-                m = _utf8_length(p, i, n)
-                if m == 0:
-                    break
-                i += m
         memcpy(o, p + start, <size_t>(i - start))
         o += i - start
         if i >= n:
@@ -2216,7 +2218,7 @@ cdef int _json_value(Reader* r, Writer* w, Py_ssize_t depth) except -1:
         return _json_string(r, w)
     if c == b'{':
         if _marker_ahead(r):
-            if w.expand_refs and depth <= _MAX_DEPTH and _json_ref(r, w):
+            if depth <= _MAX_DEPTH and ((w.expand_refs and _json_ref(r, w)) or _json_one_key_marker(r, w, depth)):
                 return 0
             return _value(w, _json_build(r, 0), depth)
         return _json_dict(r, w, depth)
@@ -2397,6 +2399,123 @@ cdef int _json_ref(Reader* r, Writer* w) except -1:
     r.i = save_i
     w.pos = save_pos
     return 0
+
+
+cdef enum ShortMarker:
+    SM_NONE, SM_B, SM_DT, SM_DEC, SM_DATE, SM_UUID, SM_T, SM_SET, SM_FSET, SM_TD
+
+
+cdef int _short_marker_key(Reader* r) noexcept:
+    """The common one-key marker whose key (plain, unescaped) is at r.i, r.i after the ':' and whitespace; else
+    SM_NONE, r.i unchanged."""
+    if _at_key(r, b'"@b"', 4):
+        return SM_B
+    if _at_key(r, b'"@dt"', 5):
+        return SM_DT
+    if _at_key(r, b'"@dec"', 6):
+        return SM_DEC
+    if _at_key(r, b'"@date"', 7):
+        return SM_DATE
+    if _at_key(r, b'"@uuid"', 7):
+        return SM_UUID
+    if _at_key(r, b'"@t"', 4):
+        return SM_T
+    if _at_key(r, b'"@set"', 6):
+        return SM_SET
+    if _at_key(r, b'"@fset"', 7):
+        return SM_FSET
+    if _at_key(r, b'"@td"', 5):
+        return SM_TD
+    return SM_NONE
+
+
+cdef object _ascii_str(Reader* r):
+    """The string at r.i as a str (r.i after it) if it is printable ASCII without escapes; else None, r.i kept."""
+    cdef Py_ssize_t start = r.i + 1, size = _quoted_run(r, False)
+    if size < 0:
+        return None
+    return PyUnicode_FromStringAndSize(<const char*>r.p + start, size)
+
+
+cdef int _json_one_key_marker(Reader* r, Writer* w, Py_ssize_t depth) except -1:
+    """A common one-key marker at r.i (a '{') written as _marker writes it: 1; else 0, nothing read or written.
+
+    (depth <= MAX_DEPTH: the dict's own depth check has passed.)"""
+    cdef Py_ssize_t save_i = r.i, save_pos = w.pos
+    cdef int kind
+    cdef bint is_text
+    r.i += 1
+    _ws(r)
+    kind = _short_marker_key(r)
+    is_text = kind == SM_B or kind == SM_DT or kind == SM_DEC or kind == SM_DATE or kind == SM_UUID
+    if kind == SM_NONE or r.i >= r.n or r.p[r.i] != (34 if is_text else b'['):
+        r.i = save_i
+        return 0
+    if is_text:
+        text = _ascii_str(r)
+        if text is not None and _expect(r, b'}'):
+            if kind == SM_B:
+                _b64(w, text, "@b")
+            elif kind == SM_DT:
+                _m_dt(w, text, None, depth)
+            elif kind == SM_DEC:
+                _m_dec(w, text, depth)
+            elif kind == SM_DATE:
+                _m_date(w, text, depth)
+            else:
+                _m_uuid(w, text)
+            return 1
+    elif kind == SM_TD:
+        parts = _build_list(r, 0)
+        if _expect(r, b'}'):
+            _m_td(w, parts, depth)
+            return 1
+    elif kind == SM_T:
+        if _json_tuple(r, w, depth) and _expect(r, b'}'):
+            return 1
+    else:
+        if kind == SM_SET:
+            _text(w, b"cbuiltins\nset\n", 14)
+        else:
+            _text(w, b"cbuiltins\nfrozenset\n", 20)
+        _json_list(r, w, depth)
+        if _expect(r, b'}'):
+            _op2(w, TUPLE1, REDUCE)
+            return 1
+    r.i = save_i
+    w.pos = save_pos
+    return 0
+
+
+cdef int _json_tuple(Reader* r, Writer* w, Py_ssize_t depth) except -1:
+    """The list at r.i written as _tuple writes a list at depth (its items one below): 1."""
+    cdef Py_ssize_t start = w.pos, count = 0
+    r.i += 1
+    _ws(r)
+    _op(w, MARK)
+    if r.i < r.n and r.p[r.i] == b']':
+        r.i += 1
+    else:
+        while True:
+            _json_value(r, w, depth + 1)
+            count += 1
+            _ws(r)
+            if r.i < r.n and r.p[r.i] == b',':
+                r.i += 1
+                _ws(r)
+            elif r.i < r.n and r.p[r.i] == b']':
+                r.i += 1
+                break
+            else:
+                return _bail()
+    if count == 0:
+        w.pos = start
+        return _op(w, EMPTY_TUPLE) + 1
+    if count > 3:
+        return _op(w, TUPLE) + 1
+    memmove(w.buf + start, w.buf + start + 1, <size_t>(w.pos - start - 1))
+    w.pos -= 1
+    return _op(w, TUPLE1 if count == 1 else TUPLE2 if count == 2 else TUPLE3) + 1
 
 
 cdef int _write_oid(Writer* w, const unsigned char* hexdigits, Py_ssize_t n) except -1:
