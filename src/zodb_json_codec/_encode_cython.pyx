@@ -234,14 +234,23 @@ cdef extern from *:
         unsigned char c, lo, hi;
         int m, k;
         while (i < n) {
+            c = p[i];
+            if (c < 0x80) {
     #if defined(__SSE2__)
-            if (i + 16 <= n && !_mm_movemask_epi8(_mm_loadu_si128((const __m128i *)(p + i)))) {
-                i += 16;
+                if (i + 16 <= n && !_mm_movemask_epi8(_mm_loadu_si128((const __m128i *)(p + i)))) {
+                    i += 16;
+                    continue;
+                }
+    #endif
+                i++;
                 continue;
             }
-    #endif
-            c = p[i];
-            if (c < 0x80) { i++; continue; }
+            /* The commonest: three bytes (most of the BMP), lead byte E1-EC or EE-EF. */
+            if ((c & 0xF0) == 0xE0 && c != 0xE0 && c != 0xED && i + 3 <= n
+                    && (p[i + 1] & 0xC0) == 0x80 && (p[i + 2] & 0xC0) == 0x80) {
+                i += 3;
+                continue;
+            }
             lo = 0x80; hi = 0xBF;
             if (c >= 0xC2 && c <= 0xDF) m = 2;
             else if (c >= 0xE0 && c <= 0xEF) { m = 3; if (c == 0xE0) lo = 0xA0; else if (c == 0xED) hi = 0x9F; }
@@ -298,8 +307,16 @@ cdef struct Writer:
     unsigned char* buf
     Py_ssize_t pos
     Py_ssize_t cap
-    bint heap            # buf is PyMem_Malloc'ed (else it is the caller's stack array)
+    bint heap            # buf is PyMem_Malloc'ed (else it is the caller's stack array, or owner's)
     bint expand_refs     # read the compact @ref forms of decode_zodb_record
+    PyObject* owner      # a bytes object whose buffer buf is (the result, without a last copy), or NULL
+
+
+cdef extern from "Python.h":
+    int _PyBytes_Resize(PyObject** bytes, Py_ssize_t size) except -1
+    char* zjc_bytes_data "PyBytes_AS_STRING"(PyObject* o)
+    PyObject* zjc_new_bytes "PyBytes_FromStringAndSize"(const char* s, Py_ssize_t size) except NULL
+    void Py_XDECREF(PyObject* o)
 
 
 cdef inline void _init(Writer* w, unsigned char* stack, bint expand_refs) noexcept:
@@ -308,12 +325,26 @@ cdef inline void _init(Writer* w, unsigned char* stack, bint expand_refs) noexce
     w.cap = _STACK_BUFFER
     w.heap = False
     w.expand_refs = expand_refs
+    w.owner = NULL
+
+
+cdef int _init_sized(Writer* w, unsigned char* stack, bint expand_refs, Py_ssize_t expected) except -1:
+    """_init, with the output written straight into a bytes object when it will outgrow the stack buffer: large
+    results are not copied once more at the end."""
+    _init(w, stack, expand_refs)
+    if expected > _STACK_BUFFER:
+        w.owner = zjc_new_bytes(NULL, expected)
+        w.buf = <unsigned char*>zjc_bytes_data(w.owner)
+        w.cap = expected
+    return 0
 
 
 cdef inline void _release(Writer* w) noexcept:
     if w.heap:
         PyMem_Free(w.buf)
         w.heap = False
+    Py_XDECREF(w.owner)
+    w.owner = NULL
 
 
 cdef int _grow(Writer* w, Py_ssize_t need) except -1:
@@ -323,6 +354,11 @@ cdef int _grow(Writer* w, Py_ssize_t need) except -1:
         if cap > (<Py_ssize_t>1 << 60):
             raise MemoryError()
         cap *= 2
+    if w.owner != NULL:
+        _PyBytes_Resize(&w.owner, cap)
+        w.buf = <unsigned char*>zjc_bytes_data(w.owner)
+        w.cap = cap
+        return 0
     if w.heap:
         buf = <unsigned char*>PyMem_Realloc(w.buf, <size_t>cap)
     else:
@@ -380,6 +416,9 @@ cdef inline void _le32(unsigned char* o, uint64_t v) noexcept:
 
 
 cdef inline bytes _result(Writer* w):
+    if w.owner != NULL:
+        _PyBytes_Resize(&w.owner, w.pos)
+        return <bytes>w.owner     # a reference of the caller's; _release drops the writer's
     return PyBytes_FromStringAndSize(<char*>w.buf, w.pos)
 
 
@@ -2402,7 +2441,7 @@ cdef int _json_ref(Reader* r, Writer* w) except -1:
 
 
 cdef enum ShortMarker:
-    SM_NONE, SM_B, SM_DT, SM_DEC, SM_DATE, SM_UUID, SM_T, SM_SET, SM_FSET, SM_TD
+    SM_NONE, SM_B, SM_DT, SM_DEC, SM_DATE, SM_UUID, SM_T, SM_SET, SM_FSET, SM_TD, SM_NS
 
 
 cdef int _short_marker_key(Reader* r) noexcept:
@@ -2426,6 +2465,8 @@ cdef int _short_marker_key(Reader* r) noexcept:
         return SM_FSET
     if _at_key(r, b'"@td"', 5):
         return SM_TD
+    if _at_key(r, b'"@ns"', 5):
+        return SM_NS
     return SM_NONE
 
 
@@ -2447,11 +2488,14 @@ cdef int _json_one_key_marker(Reader* r, Writer* w, Py_ssize_t depth) except -1:
     r.i += 1
     _ws(r)
     kind = _short_marker_key(r)
-    is_text = kind == SM_B or kind == SM_DT or kind == SM_DEC or kind == SM_DATE or kind == SM_UUID
+    is_text = kind == SM_B or kind == SM_DT or kind == SM_DEC or kind == SM_DATE or kind == SM_UUID or kind == SM_NS
     if kind == SM_NONE or r.i >= r.n or r.p[r.i] != (34 if is_text else b'['):
         r.i = save_i
         return 0
-    if is_text:
+    if kind == SM_NS:
+        if _json_ns(r, w):
+            return 1
+    elif is_text:
         text = _ascii_str(r)
         if text is not None and _expect(r, b'}'):
             if kind == SM_B:
@@ -2485,6 +2529,26 @@ cdef int _json_one_key_marker(Reader* r, Writer* w, Py_ssize_t depth) except -1:
     r.i = save_i
     w.pos = save_pos
     return 0
+
+
+cdef int _json_ns(Reader* r, Writer* w) except -1:
+    """The base64 string of an @ns marker at r.i decoded straight into a BINUNICODE (then '}'): 1, if it is canonical
+    base64 of strict UTF-8 (what ns_text accepts); else 0 (the caller puts everything back)."""
+    cdef Py_ssize_t start = r.i + 1, n = _quoted_run(r, False), size, head
+    if n < 0 or not _expect(r, b'}'):
+        return 0
+    size = zjc_b64_size(r.p + start, n)
+    if size < 0 or size >= _U32_LIMIT:
+        return 0
+    _reserve(w, size + 5 + 16)
+    head = w.pos
+    if (zjc_b64_decode(r.p + start, n, w.buf + head + 5) != 0
+            or zjc_utf8_prefix(w.buf + head + 5, size) != size):
+        return 0
+    w.buf[head] = BINUNICODE
+    _le32(w.buf + head + 1, <uint64_t>size)
+    w.pos = head + 5 + size
+    return 1
 
 
 cdef int _json_tuple(Reader* r, Writer* w, Py_ssize_t depth) except -1:
@@ -2798,7 +2862,7 @@ cdef bytes _record_from_text(str module, str name, object text, bint check_utf8)
     cdef const unsigned char* p = _utf8_of(text, &n)
     if p == NULL:
         return None
-    _init(&w, stack, True)
+    _init_sized(&w, stack, True, n + n // 8 + 256)
     try:
         _op2(&w, PROTO, 3)
         _str(&w, module)
@@ -2820,7 +2884,7 @@ cdef bytes _pickle_from_text(object text):
     cdef const unsigned char* p = _utf8_of(text, &n)
     if p == NULL:
         return None
-    _init(&w, stack, False)
+    _init_sized(&w, stack, False, n + n // 8 + 256)
     try:
         _op2(&w, PROTO, 3)
         built = _json_top(&w, p, n, False, -1)
