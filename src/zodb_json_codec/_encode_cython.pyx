@@ -2447,26 +2447,34 @@ cdef enum ShortMarker:
 cdef int _short_marker_key(Reader* r) noexcept:
     """The common one-key marker whose key (plain, unescaped) is at r.i, r.i after the ':' and whitespace; else
     SM_NONE, r.i unchanged."""
-    if _at_key(r, b'"@b"', 4):
-        return SM_B
-    if _at_key(r, b'"@dt"', 5):
-        return SM_DT
-    if _at_key(r, b'"@dec"', 6):
-        return SM_DEC
-    if _at_key(r, b'"@date"', 7):
-        return SM_DATE
-    if _at_key(r, b'"@uuid"', 7):
-        return SM_UUID
-    if _at_key(r, b'"@t"', 4):
-        return SM_T
-    if _at_key(r, b'"@set"', 6):
-        return SM_SET
-    if _at_key(r, b'"@fset"', 7):
-        return SM_FSET
-    if _at_key(r, b'"@td"', 5):
-        return SM_TD
-    if _at_key(r, b'"@ns"', 5):
-        return SM_NS
+    cdef unsigned char c = r.p[r.i + 2] if r.i + 2 < r.n else 0
+    if c == b'b':
+        if _at_key(r, b'"@b"', 4):
+            return SM_B
+    elif c == b'd':
+        if _at_key(r, b'"@dt"', 5):
+            return SM_DT
+        if _at_key(r, b'"@dec"', 6):
+            return SM_DEC
+        if _at_key(r, b'"@date"', 7):
+            return SM_DATE
+    elif c == b'u':
+        if _at_key(r, b'"@uuid"', 7):
+            return SM_UUID
+    elif c == b't':
+        if _at_key(r, b'"@t"', 4):
+            return SM_T
+        if _at_key(r, b'"@td"', 5):
+            return SM_TD
+    elif c == b's':
+        if _at_key(r, b'"@set"', 6):
+            return SM_SET
+    elif c == b'f':
+        if _at_key(r, b'"@fset"', 7):
+            return SM_FSET
+    elif c == b'n':
+        if _at_key(r, b'"@ns"', 5):
+            return SM_NS
     return SM_NONE
 
 
