@@ -1986,9 +1986,6 @@ class _Bail(Exception):
     """The one-pass reader gives up: the normative way decides."""
 
 
-cdef object _BAIL = _Bail()
-
-
 cdef struct KeySlot:
     Py_ssize_t serial            # the dict the key belongs to (0: empty slot)
     Py_ssize_t pos               # its UTF-8 in the output buffer
@@ -2011,7 +2008,7 @@ cdef struct Reader:
 
 
 cdef inline int _bail() except -1:
-    raise _BAIL
+    raise _Bail()  # a new one each time: a raised instance keeps its traceback, which would grow
 
 
 cdef inline void _ws(Reader* r) noexcept nogil:
