@@ -1952,20 +1952,24 @@ def _pickle_value(value):
 dict_to_pickle, _json_to_pickle_by_value = public_functions(_pickle_value)
 
 
-
 # ---------------------------------------------------------------------------
 # JSON text straight to opcodes (encode_zodb_record_from_pg_json, json_to_pickle)
 # ---------------------------------------------------------------------------
 
 # One pass over UTF-8 JSON text writing what the walk above writes for the
 # value json.loads would give: plain dicts, lists, strings, numbers and
-# literals are written as they are read; a dict whose first key starts with
-# "@" (a marker, maybe) is built as a Python value and handed to _value.
-# Anything else -- an error of any kind, a duplicate key, an escaped key, a
-# marker at the top, a long integer -- makes the reader give up (_Bail), and
-# the caller takes the normative way (_jsonread + the encoder), which gives
-# the same bytes or the exact error.  Long strings are scanned and copied
-# with the GIL released: the text is immutable and nothing else is touched.
+# literals are written as they are read, and so are the markers real
+# records hold most (references, @kv states, the one-key scalar markers,
+# @t/@set/@fset/@ns).  Any other dict whose first key starts with "@" (a
+# marker, maybe) is built as a Python value and handed to _value (at the
+# top: to encode_zodb_record or the single-pickle rules, which have their
+# own cases).  Anything else -- an error of any kind, a duplicate or escaped
+# key, an integer of more than 4000 digits, a marker nested more than 200
+# levels -- makes the reader give up (_Bail), and the caller takes the
+# normative way (_jsonread + the encoder), which gives the same bytes or
+# the exact error.  The rest of a string longer than 64 KB is scanned and
+# copied with the GIL released: the text is immutable and nothing else is
+# touched.
 
 cdef extern from "Python.h":
     double PyOS_string_to_double(const char* s, char** endptr, PyObject* overflow_exception) except? -1.0
