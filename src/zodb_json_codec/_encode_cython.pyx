@@ -76,7 +76,7 @@ cdef extern from *:
         return n / 4 * 3 - 2;
     }
 
-    #if defined(__SSE2__)
+    #if defined(__SSE2__) && defined(__GNUC__)
     #include <emmintrin.h>
     #endif
     #if defined(__GNUC__) && defined(__x86_64__)
@@ -212,7 +212,7 @@ cdef extern from *:
        (16 bytes at a time where SSE2 is there). */
     static Py_ssize_t zjc_string_run(const unsigned char *p, Py_ssize_t n) {
         Py_ssize_t i = 0;
-    #if defined(__SSE2__)
+    #if defined(__SSE2__) && defined(__GNUC__)
         const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8(92), c1f = _mm_set1_epi8(0x1F);
         for (; i + 16 <= n; i += 16) {
             __m128i x = _mm_loadu_si128((const __m128i *)(p + i));
@@ -236,7 +236,7 @@ cdef extern from *:
         while (i < n) {
             c = p[i];
             if (c < 0x80) {
-    #if defined(__SSE2__)
+    #if defined(__SSE2__) && defined(__GNUC__)
                 if (i + 16 <= n && !_mm_movemask_epi8(_mm_loadu_si128((const __m128i *)(p + i)))) {
                     i += 16;
                     continue;
@@ -2341,8 +2341,8 @@ cdef int _json_dict(Reader* r, Writer* w, Py_ssize_t depth) except -1:
 
 
 # The markers of real records written as they are read: references in the
-# forms decode_zodb_record_for_pg_json writes ({"@ref": "<hex>"} and
-# {"@ref": ["<hex>", "module.Name"]}) and a BTree's or bucket's @kv state.
+# forms decode_zodb_record_for_pg_json writes, {"@ref": "<hex>"} and
+# {"@ref": ["<hex>", "module.Name"]}, and a BTree's or bucket's @kv state.
 # Any other spelling is left to the built value (the reader is put back).
 
 cdef inline bint _at_key(Reader* r, const char* quoted, Py_ssize_t m) noexcept:
@@ -2879,7 +2879,8 @@ cdef bytes _record_from_text(str module, str name, object text, bint check_utf8)
         _text(&w, b"\x86N\x86.\x80\x03", 6)     # TUPLE2, no args, TUPLE2, STOP, PROTO 3
         built = _json_top(&w, p, n, check_utf8, _btree_class(module, name))
         if built is not None:
-            return encode_zodb_record({"@cls": [module, name], "@s": built[0]})
+            record = {"@cls": [module, name], "@s": built[0]}
+            return encode_zodb_record(record)
         _op(&w, STOP)
         return _result(&w)
     finally:
@@ -2910,8 +2911,8 @@ def encode_zodb_record_from_pg_json(class_mod, class_name, state_json):
     """A ZODB record from a PostgreSQL row: class module and name, and the state as JSON text.
 
     ``state_json`` is ``str`` or UTF-8 ``bytes``/``bytearray``/``memoryview``
-    (the ``jsonb`` column fetched as text).  The result is exactly
-    ``encode_zodb_record({"@cls": [class_mod, class_name], "@s": json.loads(state_json)})``.
+    (the ``jsonb`` column fetched as text).  The result is exactly what
+    ``encode_zodb_record`` gives for ``{"@cls": [class_mod, class_name], "@s": json.loads(state_json)}``.
     Raises TypeError for arguments of the wrong type, ValueError (naming
     the offset) for bad JSON or UTF-8, and as encode_zodb_record for markers.
     """

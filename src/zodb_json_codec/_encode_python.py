@@ -701,8 +701,8 @@ def encode_zodb_record_from_pg_json(class_mod: Any, class_name: Any, state_json:
     """A ZODB record from a PostgreSQL row: class module and name, and the state as JSON text.
 
     ``state_json`` is ``str`` or UTF-8 ``bytes``/``bytearray``/``memoryview``
-    (the ``jsonb`` column fetched as text).  The result is exactly
-    ``encode_zodb_record({"@cls": [class_mod, class_name], "@s": json.loads(state_json)})``.
+    (the ``jsonb`` column fetched as text).  The result is exactly what
+    ``encode_zodb_record`` gives for ``{"@cls": [class_mod, class_name], "@s": json.loads(state_json)}``.
     Raises TypeError for arguments of the wrong type, ValueError (naming
     the offset) for bad JSON or UTF-8, and as encode_zodb_record for markers.
     """
