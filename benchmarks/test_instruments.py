@@ -186,7 +186,7 @@ def test_the_new_function_lights_up_when_a_twin_has_it(monkeypatch, capsys):
     out = capsys.readouterr().out
     assert status == 0, out
     table = out.split("load path: time per record")[1].split("\n\n")[0]
-    assert loadpath.NOT_YET not in table and "(c) pure" in table
+    assert loadpath.NOT_YET not in table and "(c) python" in table
 
 
 def test_the_new_function_must_give_the_same_bytes(monkeypatch, capsys):

@@ -27,7 +27,7 @@ from zodb_json_codec._db import fidelity as _fidelity
 RECORD_DECODERS = ("decode_zodb_record", "decode_zodb_record_for_pg", "decode_zodb_record_for_pg_json")
 PICKLE_DECODERS = ("pickle_to_dict", "pickle_to_json")
 DECODERS = RECORD_DECODERS + PICKLE_DECODERS
-ENCODERS = ("encode_zodb_record", "dict_to_pickle", "json_to_pickle")
+ENCODERS = ("encode_zodb_record", "encode_zodb_record_from_pg_json", "dict_to_pickle", "json_to_pickle")
 
 APP_CLASS = (("app.mod", "Kls"), None)  # ZODB's class metadata: ((module, name), None)
 

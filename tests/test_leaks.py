@@ -18,6 +18,7 @@ sees it, so none of them is blind.
 from __future__ import annotations
 
 import ctypes
+import functools
 import gc
 import json
 import os
@@ -167,7 +168,13 @@ def workload(impl) -> List[Call]:
         calls += [(impl.encode_zodb_record, impl.decode_zodb_record(data)),
                   (impl.encode_zodb_record, {"@cls": [module, name], "@s": json.loads(text)}),
                   (impl.dict_to_pickle, impl.pickle_to_dict(data)),
-                  (impl.json_to_pickle, impl.pickle_to_json(data))]
+                  (impl.json_to_pickle, impl.pickle_to_json(data)),
+                  (functools.partial(impl.encode_zodb_record_from_pg_json, module, name), text),
+                  (functools.partial(impl.encode_zodb_record_from_pg_json, module, name), text.encode()),
+                  (functools.partial(impl.encode_zodb_record_from_pg_json, module, name), text[:-1].encode())]
+    long_text = json_text({"a": "é" * 70000 + "\n", "b": [{"@ref": ["0001", "m.C"]}, {"@ns": "YQBi"}]})
+    calls += [(functools.partial(impl.encode_zodb_record_from_pg_json, "m", "C"), long_text),
+              (functools.partial(impl.encode_zodb_record_from_pg_json, "m", "C"), long_text.encode())]
     failing = 0
     for fn, arg in _bad_inputs(records):
         call = getattr(impl, fn)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import threading
@@ -35,10 +36,16 @@ def workload(impl) -> List[Call]:
                       (f"{oid} encode_zodb_record of the JSON", impl.encode_zodb_record,
                        {"@cls": [module, cls], "@s": json.loads(text)}),
                       (f"{oid} dict_to_pickle", impl.dict_to_pickle, impl.pickle_to_dict(data)),
-                      (f"{oid} json_to_pickle", impl.json_to_pickle, impl.pickle_to_json(data))]
+                      (f"{oid} json_to_pickle", impl.json_to_pickle, impl.pickle_to_json(data)),
+                      (f"{oid} encode_zodb_record_from_pg_json",
+                       functools.partial(impl.encode_zodb_record_from_pg_json, module, cls), text.encode())]
             # error paths: where a twin keeps state across calls, an error is likeliest to leave it dirty
             calls += [(f"{oid} truncated {fn}", getattr(impl, fn), data[: len(data) // 2]) for fn in DECODERS[:3]]
             calls.append((f"{oid} damaged json_to_pickle", impl.json_to_pickle, text[:-1]))
+    long_text = json.dumps({"a": "é" * 70000 + "\n", "b": {"@ns": "YQBi"}}, ensure_ascii=False)
+    calls += [(f"long text {kind.__name__} encode_zodb_record_from_pg_json",
+               functools.partial(impl.encode_zodb_record_from_pg_json, "m", "C"), kind(long_text.encode()))
+              for kind in (bytes, bytearray)]
     calls += [("bad marker", impl.dict_to_pickle, {"x": {"@b": "YQ"}}),
               ("bad @cls", impl.encode_zodb_record, {"@cls": ["m", 1], "@s": 1}),
               ("unknown opcode", impl.pickle_to_dict, b"\x80\x03K\x01\xff.")]

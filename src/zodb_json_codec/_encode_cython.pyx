@@ -22,7 +22,7 @@ from cpython.unicode cimport (
     PyUnicode_DATA, PyUnicode_FindChar, PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_READ, PyUnicode_READ_CHAR,
 )
 from libc.stdint cimport uint8_t, uint32_t, uint64_t
-from libc.string cimport memcmp, memcpy
+from libc.string cimport memcmp, memcpy, memmove
 
 from ._opcodes cimport *
 
@@ -33,7 +33,7 @@ import struct
 from . import _encode_known, _known
 from ._common import MAX_DEPTH, CodecError, b64decode, decimal_to_int, float_from_marker
 from ._known import btree_kind, unescape_key
-from ._encode_python import ns_text, public_functions, record_parts, reduce_parts, su_text
+from ._encode_python import ns_text, public_functions, record_from_json, record_parts, reduce_parts, su_text
 
 cdef extern from "Python.h":
     bint PyUnicode_IS_ASCII(object o)
@@ -76,6 +76,9 @@ cdef extern from *:
         return n / 4 * 3 - 2;
     }
 
+    #if defined(__SSE2__) && defined(__GNUC__)
+    #include <emmintrin.h>
+    #endif
     #if defined(__GNUC__) && defined(__x86_64__)
     #define ZJC_SSSE3 1
     #include <tmmintrin.h>
@@ -205,6 +208,61 @@ cdef extern from *:
         return bad & 0x100 ? -1 : 0;
     }
 
+    /* JSON string text: the offset of the first '"', backslash or control character in p[0:n], else n
+       (16 bytes at a time where SSE2 is there). */
+    static Py_ssize_t zjc_string_run(const unsigned char *p, Py_ssize_t n) {
+        Py_ssize_t i = 0;
+    #if defined(__SSE2__) && defined(__GNUC__)
+        const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8(92), c1f = _mm_set1_epi8(0x1F);
+        for (; i + 16 <= n; i += 16) {
+            __m128i x = _mm_loadu_si128((const __m128i *)(p + i));
+            __m128i m = _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, backslash));
+            int mask = _mm_movemask_epi8(_mm_or_si128(m, _mm_cmpeq_epi8(_mm_min_epu8(x, c1f), x)));
+            if (mask) return i + __builtin_ctz((unsigned int)mask);
+        }
+    #endif
+        for (; i < n; i++) {
+            if (p[i] == '"' || p[i] == 92 || p[i] < 0x20) return i;
+        }
+        return n;
+    }
+
+    /* The length of the longest prefix of p[0:n] that is strict UTF-8 (what bytes.decode("utf-8") takes:
+       no surrogates, overlong forms or code points past U+10FFFF); n if all of it is. */
+    static Py_ssize_t zjc_utf8_prefix(const unsigned char *p, Py_ssize_t n) {
+        Py_ssize_t i = 0;
+        unsigned char c, lo, hi;
+        int m, k;
+        while (i < n) {
+            c = p[i];
+            if (c < 0x80) {
+    #if defined(__SSE2__) && defined(__GNUC__)
+                if (i + 16 <= n && !_mm_movemask_epi8(_mm_loadu_si128((const __m128i *)(p + i)))) {
+                    i += 16;
+                    continue;
+                }
+    #endif
+                i++;
+                continue;
+            }
+            /* The commonest: three bytes (most of the BMP), lead byte E1-EC or EE-EF. */
+            if ((c & 0xF0) == 0xE0 && c != 0xE0 && c != 0xED && i + 3 <= n
+                    && (p[i + 1] & 0xC0) == 0x80 && (p[i + 2] & 0xC0) == 0x80) {
+                i += 3;
+                continue;
+            }
+            lo = 0x80; hi = 0xBF;
+            if (c >= 0xC2 && c <= 0xDF) m = 2;
+            else if (c >= 0xE0 && c <= 0xEF) { m = 3; if (c == 0xE0) lo = 0xA0; else if (c == 0xED) hi = 0x9F; }
+            else if (c >= 0xF0 && c <= 0xF4) { m = 4; if (c == 0xF0) lo = 0x90; else if (c == 0xF4) hi = 0x8F; }
+            else return i;
+            if (i + m > n || p[i + 1] < lo || p[i + 1] > hi) return i;
+            for (k = 2; k < m; k++) if ((p[i + k] & 0xC0) != 0x80) return i;
+            i += m;
+        }
+        return n;
+    }
+
     /* The last '.' of p[0:n], or -1; *newline set if a newline is in it. */
     static Py_ssize_t zjc_last_dot(const unsigned char *p, Py_ssize_t n, int *newline) {
         Py_ssize_t i = n - 1;
@@ -218,8 +276,10 @@ cdef extern from *:
     int zjc_b64_decode(const unsigned char* text, Py_ssize_t n, unsigned char* out) noexcept
     const char* zjc_utf8(object s, Py_ssize_t* n) except? NULL
     int zjc_compact_long(object v, long long* out) noexcept
-    int zjc_hexval(unsigned char c) noexcept
+    int zjc_hexval(unsigned char c) noexcept nogil
     int zjc_unhex(const unsigned char* p, Py_ssize_t n, unsigned char* out) noexcept
+    Py_ssize_t zjc_string_run(const unsigned char* p, Py_ssize_t n) noexcept nogil
+    Py_ssize_t zjc_utf8_prefix(const unsigned char* p, Py_ssize_t n) noexcept nogil
     Py_ssize_t zjc_last_dot(const unsigned char* p, Py_ssize_t n, int* newline) noexcept
 
 
@@ -247,8 +307,16 @@ cdef struct Writer:
     unsigned char* buf
     Py_ssize_t pos
     Py_ssize_t cap
-    bint heap            # buf is PyMem_Malloc'ed (else it is the caller's stack array)
+    bint heap            # buf is PyMem_Malloc'ed (else it is the caller's stack array, or owner's)
     bint expand_refs     # read the compact @ref forms of decode_zodb_record
+    PyObject* owner      # a bytes object whose buffer buf is (the result, without a last copy), or NULL
+
+
+cdef extern from "Python.h":
+    int _PyBytes_Resize(PyObject** bytes, Py_ssize_t size) except -1
+    char* zjc_bytes_data "PyBytes_AS_STRING"(PyObject* o)
+    PyObject* zjc_new_bytes "PyBytes_FromStringAndSize"(const char* s, Py_ssize_t size) except NULL
+    void Py_XDECREF(PyObject* o)
 
 
 cdef inline void _init(Writer* w, unsigned char* stack, bint expand_refs) noexcept:
@@ -257,12 +325,26 @@ cdef inline void _init(Writer* w, unsigned char* stack, bint expand_refs) noexce
     w.cap = _STACK_BUFFER
     w.heap = False
     w.expand_refs = expand_refs
+    w.owner = NULL
+
+
+cdef int _init_sized(Writer* w, unsigned char* stack, bint expand_refs, Py_ssize_t expected) except -1:
+    """_init, with the output written straight into a bytes object when it will outgrow the stack buffer: large
+    results are not copied once more at the end."""
+    _init(w, stack, expand_refs)
+    if expected > _STACK_BUFFER:
+        w.owner = zjc_new_bytes(NULL, expected)
+        w.buf = <unsigned char*>zjc_bytes_data(w.owner)
+        w.cap = expected
+    return 0
 
 
 cdef inline void _release(Writer* w) noexcept:
     if w.heap:
         PyMem_Free(w.buf)
         w.heap = False
+    Py_XDECREF(w.owner)
+    w.owner = NULL
 
 
 cdef int _grow(Writer* w, Py_ssize_t need) except -1:
@@ -272,6 +354,11 @@ cdef int _grow(Writer* w, Py_ssize_t need) except -1:
         if cap > (<Py_ssize_t>1 << 60):
             raise MemoryError()
         cap *= 2
+    if w.owner != NULL:
+        _PyBytes_Resize(&w.owner, cap)
+        w.buf = <unsigned char*>zjc_bytes_data(w.owner)
+        w.cap = cap
+        return 0
     if w.heap:
         buf = <unsigned char*>PyMem_Realloc(w.buf, <size_t>cap)
     else:
@@ -329,6 +416,9 @@ cdef inline void _le32(unsigned char* o, uint64_t v) noexcept:
 
 
 cdef inline bytes _result(Writer* w):
+    if w.owner != NULL:
+        _PyBytes_Resize(&w.owner, w.pos)
+        return <bytes>w.owner     # a reference of the caller's; _release drops the writer's
     return PyBytes_FromStringAndSize(<char*>w.buf, w.pos)
 
 
@@ -1818,4 +1908,996 @@ def _pickle_value(value):
     return _pickle(value)
 
 
-dict_to_pickle, json_to_pickle = public_functions(_pickle_value)
+dict_to_pickle, _json_to_pickle_by_value = public_functions(_pickle_value)
+
+
+# ---------------------------------------------------------------------------
+# JSON text straight to opcodes (encode_zodb_record_from_pg_json, json_to_pickle)
+# ---------------------------------------------------------------------------
+
+# One pass over UTF-8 JSON text writing what the walk above writes for the
+# value json.loads would give: plain dicts, lists, strings, numbers and
+# literals are written as they are read, and so are the markers real
+# records hold most (references, @kv states, the one-key scalar markers,
+# @t/@set/@fset/@ns).  Any other dict whose first key starts with "@" (a
+# marker, maybe) is built as a Python value and handed to _value (at the
+# top: to encode_zodb_record or the single-pickle rules, which have their
+# own cases).  Anything else -- an error of any kind, a duplicate or escaped
+# key, an integer of more than 4000 digits, a marker nested more than 200
+# levels -- makes the reader give up (_Bail), and the caller takes the
+# normative way (_jsonread + the encoder), which gives the same bytes or
+# the exact error.  The rest of a string longer than 64 KB is scanned and
+# copied with the GIL released: the text is immutable and nothing else is
+# touched.
+
+cdef extern from "Python.h":
+    double PyOS_string_to_double(const char* s, char** endptr, PyObject* overflow_exception) except? -1.0
+    object PyLong_FromString(const char* s, char** pend, int base)
+    object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
+    object PyUnicode_FromStringAndSize(const char* s, Py_ssize_t size)
+    const char* PyUnicode_AsUTF8AndSize(object s, Py_ssize_t* size) except NULL
+
+cdef enum:
+    _KEY_SLOTS = 64              # the duplicate-key table on the C stack; grows on the heap
+    _NOGIL_RUN = 1 << 16         # strings longer than this are copied without the GIL
+    _BUILD_DEPTH = 200           # marker values nested deeper are left to _jsonread
+    _FAST_INT_DIGITS = 18        # integers of up to this many digits fit a long long
+    _LONG_INT_DIGITS = 4000      # longer ones are left to _jsonread (as its own fast path does)
+
+
+class _Bail(Exception):
+    """The one-pass reader gives up: the normative way decides."""
+
+
+cdef struct KeySlot:
+    Py_ssize_t serial            # the dict the key belongs to (0: empty slot)
+    Py_ssize_t pos               # its UTF-8 in the output buffer
+    Py_ssize_t size
+    uint64_t hash
+
+
+cdef struct Reader:
+    const unsigned char* p
+    Py_ssize_t n
+    Py_ssize_t i
+    bint check_utf8              # bytes input: strings are checked to be strict UTF-8
+    KeySlot* keys
+    Py_ssize_t keys_cap          # a power of 2
+    Py_ssize_t keys_used
+    bint keys_heap
+    Py_ssize_t serial            # dicts opened so far
+    Py_ssize_t str_pos           # the last string's UTF-8 in the output buffer
+    Py_ssize_t str_size
+
+
+cdef inline int _bail() except -1:
+    raise _Bail()  # a new one each time: a raised instance keeps its traceback, which would grow
+
+
+cdef inline void _ws(Reader* r) noexcept nogil:
+    cdef const unsigned char* p = r.p
+    cdef Py_ssize_t i = r.i, n = r.n
+    while i < n and (p[i] == 32 or p[i] == 10 or p[i] == 13 or p[i] == 9):
+        i += 1
+    r.i = i
+
+
+cdef inline int _hex4(const unsigned char* p, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
+    """The code unit of the 4 hex digits at p[i], or -1."""
+    cdef int k, d, unit = 0
+    if i + 4 > n:
+        return -1
+    for k in range(4):
+        d = zjc_hexval(p[i + k])
+        if d < 0:
+            return -1
+        unit = unit * 16 + d
+    return unit
+
+
+cdef inline unsigned char* _code_point(unsigned char* o, uint32_t c) noexcept nogil:
+    """c as UTF-8 at o (surrogates as surrogatepass writes them); the end."""
+    if c < 0x80:
+        o[0] = <uint8_t>c
+        return o + 1
+    if c < 0x800:
+        o[0] = <uint8_t>(0xC0 | (c >> 6))
+        o[1] = <uint8_t>(0x80 | (c & 0x3F))
+        return o + 2
+    if c < 0x10000:
+        o[0] = <uint8_t>(0xE0 | (c >> 12))
+        o[1] = <uint8_t>(0x80 | ((c >> 6) & 0x3F))
+        o[2] = <uint8_t>(0x80 | (c & 0x3F))
+        return o + 3
+    o[0] = <uint8_t>(0xF0 | (c >> 18))
+    o[1] = <uint8_t>(0x80 | ((c >> 12) & 0x3F))
+    o[2] = <uint8_t>(0x80 | ((c >> 6) & 0x3F))
+    o[3] = <uint8_t>(0x80 | (c & 0x3F))
+    return o + 4
+
+
+cdef unsigned char _UNESCAPED[256]
+
+
+cdef void _init_unescaped():
+    cdef int k
+    for k in range(256):
+        _UNESCAPED[k] = 0
+    for k, c in ((34, 34), (92, 92), (47, 47), (98, 8), (102, 12), (110, 10), (114, 13), (116, 9)):
+        _UNESCAPED[k] = c
+
+
+_init_unescaped()
+
+
+cdef int _unescape(const unsigned char* p, Py_ssize_t* at, Py_ssize_t n, Py_ssize_t limit, bint check_utf8,
+                   unsigned char** out) noexcept nogil:
+    """String bytes from p[*at] unescaped into *out (room for what is left of the text: nothing grows), as
+    _jsonread reads them: 0 at the closing quote (*at after it), 1 when past limit (*at where to go on), -1 if
+    the text is not what json.loads reads (a control character, bad UTF-8, a bad escape, no closing quote)."""
+    cdef Py_ssize_t i = at[0], start
+    cdef unsigned char* o = out[0]
+    cdef unsigned char c, e
+    cdef Py_ssize_t m
+    cdef int unit, low
+    cdef int status = -1
+    while True:
+        if i >= limit:
+            status = 1
+            break
+        # The run up to the next quote, backslash, control character (or bad UTF-8), copied at once.
+        start = i
+        i += zjc_string_run(p + i, n - i)
+        if check_utf8:
+            m = zjc_utf8_prefix(p + start, i - start)
+            if m < i - start:
+                i = start + m
+                break
+        memcpy(o, p + start, <size_t>(i - start))
+        o += i - start
+        if i >= n:
+            break
+        c = p[i]
+        if c == 34:
+            i += 1
+            status = 0
+            break
+        if c != 92 or i + 1 >= n:
+            break
+        e = p[i + 1]
+        if e == b'u':
+            unit = _hex4(p, i + 2, n)
+            if unit < 0:
+                break
+            i += 6
+            if 0xD800 <= unit <= 0xDBFF and i + 1 < n and p[i] == 92 and p[i + 1] == b'u':
+                low = _hex4(p, i + 2, n)
+                if 0xDC00 <= low <= 0xDFFF:  # a surrogate pair: one character
+                    unit = 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00)
+                    i += 6
+            o = _code_point(o, <uint32_t>unit)
+        elif _UNESCAPED[e]:
+            o[0] = _UNESCAPED[e]
+            o += 1
+            i += 2
+        else:
+            break
+    at[0] = i
+    out[0] = o
+    return status
+
+
+cdef int _string_payload(Reader* r, Writer* w) except -1:
+    """The UTF-8 of the string whose opening quote is at r.i into w; r.i after its closing quote.
+
+    Unescaped text is never longer than its JSON, so room for the rest of the text is all it needs; a
+    string still going after its first 64 KB is read on with the GIL released."""
+    cdef Py_ssize_t i = r.i + 1
+    cdef unsigned char* o
+    cdef int status
+    _reserve(w, r.n - i)
+    o = w.buf + w.pos
+    status = _unescape(r.p, &i, r.n, i + _NOGIL_RUN, r.check_utf8, &o)
+    if status == 1:
+        with nogil:
+            status = _unescape(r.p, &i, r.n, r.n + 1, r.check_utf8, &o)
+    w.pos = o - w.buf
+    if status != 0:
+        return _bail()
+    r.i = i
+    return 0
+
+
+cdef int _json_string(Reader* r, Writer* w) except -1:
+    """BINUNICODE of the string at r.i; r.str_pos/str_size say where its UTF-8 is."""
+    cdef Py_ssize_t start, size
+    _reserve(w, 5)
+    start = w.pos
+    w.pos += 5
+    _string_payload(r, w)
+    size = w.pos - start - 5
+    if size >= _U32_LIMIT:
+        return _bail()
+    w.buf[start] = BINUNICODE
+    _le32(w.buf + start + 1, <uint64_t>size)
+    r.str_pos = start + 5
+    r.str_size = size
+    return 0
+
+
+cdef object _number_value(Reader* r, bint* is_float, long long* small):
+    """The number at r.i: *small set (None returned) for an int of few digits, else an int or float object."""
+    cdef const unsigned char* p = r.p
+    cdef Py_ssize_t i = r.i, n = r.n, start = r.i, digits_start, k
+    cdef long long x = 0
+    cdef bint negative = False, fraction = False
+    cdef char buf[420]
+    if i < n and p[i] == b'-':
+        negative = True
+        i += 1
+    digits_start = i
+    if i < n and p[i] == b'0':
+        i += 1
+    elif i < n and b'1' <= p[i] <= b'9':
+        while i < n and b'0' <= p[i] <= b'9':
+            i += 1
+    else:
+        _bail()
+    if i < n and p[i] == b'.':
+        fraction = True
+        i += 1
+        if not (i < n and b'0' <= p[i] <= b'9'):
+            _bail()
+        while i < n and b'0' <= p[i] <= b'9':
+            i += 1
+    if i < n and (p[i] == b'e' or p[i] == b'E'):
+        fraction = True
+        i += 1
+        if i < n and (p[i] == b'+' or p[i] == b'-'):
+            i += 1
+        if not (i < n and b'0' <= p[i] <= b'9'):
+            _bail()
+        while i < n and b'0' <= p[i] <= b'9':
+            i += 1
+    r.i = i
+    is_float[0] = fraction
+    if not fraction and i - digits_start <= _FAST_INT_DIGITS:
+        for k in range(digits_start, i):
+            x = x * 10 + (p[k] - 48)
+        small[0] = -x if negative else x
+        return None
+    if i - start >= (<Py_ssize_t>sizeof(buf)) - 1 and (fraction or i - digits_start > _LONG_INT_DIGITS):
+        _bail()
+    if i - start < (<Py_ssize_t>sizeof(buf)) - 1:
+        memcpy(buf, p + start, <size_t>(i - start))
+        buf[i - start] = 0
+        if fraction:
+            return PyOS_string_to_double(buf, NULL, NULL)
+        return PyLong_FromString(buf, NULL, 10)
+    text = PyBytes_FromStringAndSize(<const char*>p + start, i - start)
+    return PyLong_FromString(<bytes>text, NULL, 10)
+
+
+cdef int _json_number(Reader* r, Writer* w) except -1:
+    cdef bint is_float = False
+    cdef long long small = 0
+    v = _number_value(r, &is_float, &small)
+    if v is None:
+        return _int64(w, small)
+    if is_float:
+        return _float(w, <double>v)
+    return _int(w, v)
+
+
+cdef inline bint _literal(Reader* r, const char* word, Py_ssize_t m) noexcept:
+    if r.i + m <= r.n and _same(<const char*>r.p + r.i, word, m):
+        r.i += m
+        return True
+    return False
+
+
+cdef inline bint _marker_ahead(Reader* r) noexcept:
+    """At a '{': does its first key start with "@" (or an escape, which might be one)?"""
+    cdef Py_ssize_t save = r.i
+    cdef bint found
+    r.i += 1
+    _ws(r)
+    found = r.i + 1 < r.n and r.p[r.i] == 34 and (r.p[r.i + 1] == 64 or r.p[r.i + 1] == 92)
+    r.i = save
+    return found
+
+
+cdef int _json_value(Reader* r, Writer* w, Py_ssize_t depth) except -1:
+    """Write the value at r.i (whitespace skipped) as _value writes it at depth."""
+    cdef unsigned char c
+    if r.i >= r.n:
+        return _bail()
+    c = r.p[r.i]
+    if c == 34:
+        return _json_string(r, w)
+    if c == b'{':
+        if _marker_ahead(r):
+            if depth <= _MAX_DEPTH and ((w.expand_refs and _json_ref(r, w)) or _json_one_key_marker(r, w, depth)):
+                return 0
+            return _value(w, _json_build(r, 0), depth)
+        return _json_dict(r, w, depth)
+    if c == b'[':
+        return _json_list(r, w, depth)
+    if c == b'-' or b'0' <= c <= b'9':
+        return _json_number(r, w)
+    if _literal(r, b"null", 4):
+        return _op(w, NONE)
+    if _literal(r, b"true", 4):
+        return _op(w, NEWTRUE)
+    if _literal(r, b"false", 5):
+        return _op(w, NEWFALSE)
+    return _bail()
+
+
+cdef int _json_list(Reader* r, Writer* w, Py_ssize_t depth) except -1:
+    if depth > _MAX_DEPTH:
+        return _bail()
+    r.i += 1
+    _ws(r)
+    _op(w, EMPTY_LIST)
+    if r.i < r.n and r.p[r.i] == b']':
+        r.i += 1
+        return 0
+    _op(w, MARK)
+    while True:
+        _json_value(r, w, depth + 1)
+        _ws(r)
+        if r.i >= r.n:
+            return _bail()
+        if r.p[r.i] == b',':
+            r.i += 1
+            _ws(r)
+        elif r.p[r.i] == b']':
+            r.i += 1
+            return _op(w, APPENDS)
+        else:
+            return _bail()
+
+
+cdef int _json_dict(Reader* r, Writer* w, Py_ssize_t depth) except -1:
+    """A dict whose first key does not start with "@": a plain dict (no marker has such a key)."""
+    cdef Py_ssize_t serial
+    if depth > _MAX_DEPTH:
+        return _bail()
+    r.i += 1
+    _ws(r)
+    _op(w, EMPTY_DICT)
+    if r.i < r.n and r.p[r.i] == b'}':
+        r.i += 1
+        return 0
+    _op(w, MARK)
+    r.serial += 1
+    serial = r.serial
+    while True:
+        if r.i >= r.n or r.p[r.i] != 34:
+            return _bail()
+        _json_string(r, w)
+        if r.str_size >= 4 and w.buf[r.str_pos] == 64 and w.buf[r.str_pos + 3] == 58:
+            return _bail()       # "@ns:..." / "@su:..." maybe: an escaped key
+        _new_key(r, w, serial)
+        _ws(r)
+        if r.i >= r.n or r.p[r.i] != b':':
+            return _bail()
+        r.i += 1
+        _ws(r)
+        _json_value(r, w, depth + 1)
+        _ws(r)
+        if r.i >= r.n:
+            return _bail()
+        if r.p[r.i] == b',':
+            r.i += 1
+            _ws(r)
+        elif r.p[r.i] == b'}':
+            r.i += 1
+            return _op(w, SETITEMS)
+        else:
+            return _bail()
+
+
+# The markers of real records written as they are read: references in the
+# forms decode_zodb_record_for_pg_json writes, {"@ref": "<hex>"} and
+# {"@ref": ["<hex>", "module.Name"]}, and a BTree's or bucket's @kv state.
+# Any other spelling is left to the built value (the reader is put back).
+
+cdef inline bint _at_key(Reader* r, const char* quoted, Py_ssize_t m) noexcept:
+    """Is the key quoted (with its quotes) at r.i, then ':'?  r.i after the ':' and whitespace if so."""
+    cdef Py_ssize_t save = r.i
+    if r.i + m <= r.n and _same(<const char*>r.p + r.i, quoted, m):
+        r.i += m
+        _ws(r)
+        if r.i < r.n and r.p[r.i] == b':':
+            r.i += 1
+            _ws(r)
+            return True
+    r.i = save
+    return False
+
+
+cdef inline bint _expect(Reader* r, unsigned char c) noexcept:
+    """Whitespace, then c (r.i after it): True, else False."""
+    _ws(r)
+    if r.i < r.n and r.p[r.i] == c:
+        r.i += 1
+        _ws(r)
+        return True
+    return False
+
+
+cdef inline Py_ssize_t _quoted_run(Reader* r, bint hex_only) noexcept:
+    """The length of the string at r.i (r.i after it) if it has only hex digits (hex_only) or only printable ASCII
+    without escapes; else -1."""
+    cdef const unsigned char* p = r.p
+    cdef Py_ssize_t i = r.i + 1, n = r.n, start
+    cdef unsigned char c
+    if r.i >= n or p[r.i] != 34:
+        return -1
+    start = i
+    while i < n:
+        c = p[i]
+        if c == 34:
+            r.i = i + 1
+            return i - start
+        if hex_only:
+            if zjc_hexval(c) < 0:
+                return -1
+        elif c < 0x20 or c >= 0x7F or c == 92:
+            return -1
+        i += 1
+    return -1
+
+
+cdef int _json_ref(Reader* r, Writer* w) except -1:
+    """A reference at r.i (a '{') in a decoder's compact form written as _ref writes it: 1; else 0, nothing read."""
+    cdef Py_ssize_t save_i = r.i, save_pos = w.pos, oid_at, oid_size, dotted_at, dotted_size, dot
+    cdef unsigned char* o
+    r.i += 1
+    _ws(r)
+    if not _at_key(r, b'"@ref"', 6):
+        r.i = save_i
+        return 0
+    oid_at = r.i + 1
+    if r.i < r.n and r.p[r.i] == 34:
+        oid_size = _quoted_run(r, True)
+        if oid_size >= 0 and not (oid_size & 1) and _expect(r, b'}'):
+            _write_oid(w, r.p + oid_at, oid_size)
+            _text(w, b"N\x86Q", 3)              # no class: NONE, TUPLE2, BINPERSID
+            return 1
+    elif r.i < r.n and r.p[r.i] == b'[':
+        r.i += 1
+        _ws(r)
+        oid_at = r.i + 1
+        oid_size = _quoted_run(r, True)
+        if oid_size >= 0 and not (oid_size & 1) and _expect(r, b','):
+            dotted_at = r.i + 1
+            dotted_size = _quoted_run(r, False)
+            if dotted_size >= 0 and _expect(r, b']') and _expect(r, b'}'):
+                _write_oid(w, r.p + oid_at, oid_size)
+                # GLOBAL "module\nName\n", split at the last dot (_global_dotted)
+                _reserve(w, dotted_size + 5)
+                o = w.buf + w.pos
+                o[0] = GLOBAL
+                dot = dotted_size - 1
+                while dot >= 0 and r.p[dotted_at + dot] != b'.':
+                    dot -= 1
+                if dot < 0:
+                    o[1] = 10
+                    memcpy(o + 2, r.p + dotted_at, <size_t>dotted_size)
+                    o[dotted_size + 2] = 10
+                    w.pos += dotted_size + 3
+                else:
+                    memcpy(o + 1, r.p + dotted_at, <size_t>dotted_size)
+                    o[1 + dot] = 10
+                    o[dotted_size + 1] = 10
+                    w.pos += dotted_size + 2
+                return _op2(w, TUPLE2, BINPERSID) + 1
+    r.i = save_i
+    w.pos = save_pos
+    return 0
+
+
+cdef enum ShortMarker:
+    SM_NONE, SM_B, SM_DT, SM_DEC, SM_DATE, SM_UUID, SM_T, SM_SET, SM_FSET, SM_TD, SM_NS
+
+
+cdef int _short_marker_key(Reader* r) noexcept:
+    """The common one-key marker whose key (plain, unescaped) is at r.i, r.i after the ':' and whitespace; else
+    SM_NONE, r.i unchanged."""
+    cdef unsigned char c = r.p[r.i + 2] if r.i + 2 < r.n else 0
+    if c == b'b':
+        if _at_key(r, b'"@b"', 4):
+            return SM_B
+    elif c == b'd':
+        if _at_key(r, b'"@dt"', 5):
+            return SM_DT
+        if _at_key(r, b'"@dec"', 6):
+            return SM_DEC
+        if _at_key(r, b'"@date"', 7):
+            return SM_DATE
+    elif c == b'u':
+        if _at_key(r, b'"@uuid"', 7):
+            return SM_UUID
+    elif c == b't':
+        if _at_key(r, b'"@t"', 4):
+            return SM_T
+        if _at_key(r, b'"@td"', 5):
+            return SM_TD
+    elif c == b's':
+        if _at_key(r, b'"@set"', 6):
+            return SM_SET
+    elif c == b'f':
+        if _at_key(r, b'"@fset"', 7):
+            return SM_FSET
+    elif c == b'n':
+        if _at_key(r, b'"@ns"', 5):
+            return SM_NS
+    return SM_NONE
+
+
+cdef object _ascii_str(Reader* r):
+    """The string at r.i as a str (r.i after it) if it is printable ASCII without escapes; else None, r.i kept."""
+    cdef Py_ssize_t start = r.i + 1, size = _quoted_run(r, False)
+    if size < 0:
+        return None
+    return PyUnicode_FromStringAndSize(<const char*>r.p + start, size)
+
+
+cdef int _json_one_key_marker(Reader* r, Writer* w, Py_ssize_t depth) except -1:
+    """A common one-key marker at r.i (a '{') written as _marker writes it: 1; else 0, nothing read or written.
+
+    (depth <= MAX_DEPTH: the dict's own depth check has passed.)"""
+    cdef Py_ssize_t save_i = r.i, save_pos = w.pos
+    cdef int kind
+    cdef bint is_text
+    r.i += 1
+    _ws(r)
+    kind = _short_marker_key(r)
+    is_text = kind == SM_B or kind == SM_DT or kind == SM_DEC or kind == SM_DATE or kind == SM_UUID or kind == SM_NS
+    if kind == SM_NONE or r.i >= r.n or r.p[r.i] != (34 if is_text else b'['):
+        r.i = save_i
+        return 0
+    if kind == SM_NS:
+        if _json_ns(r, w):
+            return 1
+    elif is_text:
+        text = _ascii_str(r)
+        if text is not None and _expect(r, b'}'):
+            if kind == SM_B:
+                _b64(w, text, "@b")
+            elif kind == SM_DT:
+                _m_dt(w, text, None, depth)
+            elif kind == SM_DEC:
+                _m_dec(w, text, depth)
+            elif kind == SM_DATE:
+                _m_date(w, text, depth)
+            else:
+                _m_uuid(w, text)
+            return 1
+    elif kind == SM_TD:
+        parts = _build_list(r, 0)
+        if _expect(r, b'}'):
+            _m_td(w, parts, depth)
+            return 1
+    elif kind == SM_T:
+        if _json_tuple(r, w, depth) and _expect(r, b'}'):
+            return 1
+    else:
+        if kind == SM_SET:
+            _text(w, b"cbuiltins\nset\n", 14)
+        else:
+            _text(w, b"cbuiltins\nfrozenset\n", 20)
+        _json_list(r, w, depth)
+        if _expect(r, b'}'):
+            _op2(w, TUPLE1, REDUCE)
+            return 1
+    r.i = save_i
+    w.pos = save_pos
+    return 0
+
+
+cdef int _json_ns(Reader* r, Writer* w) except -1:
+    """The base64 string of an @ns marker at r.i decoded straight into a BINUNICODE (then '}'): 1, if it is canonical
+    base64 of strict UTF-8 (what ns_text accepts); else 0 (the caller puts everything back)."""
+    cdef Py_ssize_t start = r.i + 1, n = _quoted_run(r, False), size, head
+    if n < 0 or not _expect(r, b'}'):
+        return 0
+    size = zjc_b64_size(r.p + start, n)
+    if size < 0 or size >= _U32_LIMIT:
+        return 0
+    _reserve(w, size + 5 + 16)
+    head = w.pos
+    if (zjc_b64_decode(r.p + start, n, w.buf + head + 5) != 0
+            or zjc_utf8_prefix(w.buf + head + 5, size) != size):
+        return 0
+    w.buf[head] = BINUNICODE
+    _le32(w.buf + head + 1, <uint64_t>size)
+    w.pos = head + 5 + size
+    return 1
+
+
+cdef int _json_tuple(Reader* r, Writer* w, Py_ssize_t depth) except -1:
+    """The list at r.i written as _tuple writes a list at depth (its items one below): 1."""
+    cdef Py_ssize_t start = w.pos, count = 0
+    r.i += 1
+    _ws(r)
+    _op(w, MARK)
+    if r.i < r.n and r.p[r.i] == b']':
+        r.i += 1
+    else:
+        while True:
+            _json_value(r, w, depth + 1)
+            count += 1
+            _ws(r)
+            if r.i < r.n and r.p[r.i] == b',':
+                r.i += 1
+                _ws(r)
+            elif r.i < r.n and r.p[r.i] == b']':
+                r.i += 1
+                break
+            else:
+                return _bail()
+    if count == 0:
+        w.pos = start
+        return _op(w, EMPTY_TUPLE) + 1
+    if count > 3:
+        return _op(w, TUPLE) + 1
+    memmove(w.buf + start, w.buf + start + 1, <size_t>(w.pos - start - 1))
+    w.pos -= 1
+    return _op(w, TUPLE1 if count == 1 else TUPLE2 if count == 2 else TUPLE3) + 1
+
+
+cdef int _write_oid(Writer* w, const unsigned char* hexdigits, Py_ssize_t n) except -1:
+    _bytes_header(w, n // 2)
+    _reserve(w, n // 2)
+    zjc_unhex(hexdigits, n, w.buf + w.pos)   # checked by _quoted_run
+    w.pos += n // 2
+    return 0
+
+
+cdef int _json_kv_state(Reader* r, Writer* w, int is_tree) except -1:
+    """A BTree's or bucket's ``{"@kv": [[k, v]...]}`` (a bucket's with "@next" after it) at r.i, as _btree_state
+    writes it at depth 0: 1; else 0, nothing read."""
+    cdef Py_ssize_t save_i = r.i, start = w.pos, pairs = 0
+    r.i += 1
+    _ws(r)
+    if not _at_key(r, b'"@kv"', 5) or r.i >= r.n or r.p[r.i] != b'[':
+        r.i = save_i
+        return 0
+    r.i += 1
+    _ws(r)
+    _op(w, MARK)
+    if r.i < r.n and r.p[r.i] == b']':
+        r.i += 1
+    else:
+        while True:
+            if r.i >= r.n or r.p[r.i] != b'[':
+                return _bail()
+            r.i += 1
+            _ws(r)
+            _json_value(r, w, 1)
+            if not _expect(r, b','):
+                return _bail()
+            _json_value(r, w, 1)
+            if not _expect(r, b']'):
+                return _bail()
+            pairs += 1
+            if r.i < r.n and r.p[r.i] == b',':
+                r.i += 1
+                _ws(r)
+            elif r.i < r.n and r.p[r.i] == b']':
+                r.i += 1
+                break
+            else:
+                return _bail()
+    # The tuple of the flattened pairs: MARK only for more than three items.
+    if pairs == 0:
+        w.pos = start
+        _op(w, EMPTY_TUPLE)
+    elif pairs == 1:
+        memmove(w.buf + start, w.buf + start + 1, <size_t>(w.pos - start - 1))
+        w.pos -= 1
+        _op(w, TUPLE2)
+    else:
+        _op(w, TUPLE)
+    _ws(r)
+    if r.i < r.n and r.p[r.i] == b'}':
+        r.i += 1
+        if is_tree:
+            _op2(w, TUPLE1, TUPLE1)
+        return _op(w, TUPLE1) + 1
+    if r.i < r.n and r.p[r.i] == b',' and not is_tree:
+        r.i += 1
+        _ws(r)
+        if _at_key(r, b'"@next"', 7):
+            _json_value(r, w, 1)
+            if _expect(r, b'}'):
+                return _op(w, TUPLE2) + 1
+    return _bail()
+
+
+# Duplicate keys: json.loads keeps the last value at the first key's place,
+# which the text cannot be written in the order it is read; such a dict
+# makes the reader give up.  Keys are found again by a hash of their UTF-8.
+
+cdef inline uint64_t _key_hash(const unsigned char* s, Py_ssize_t n, Py_ssize_t serial) noexcept:
+    cdef uint64_t h = 14695981039346656037ULL ^ (<uint64_t>serial * 0x9E3779B97F4A7C15ULL)
+    cdef Py_ssize_t k
+    for k in range(n):
+        h = (h ^ s[k]) * 1099511628211ULL
+    return h
+
+
+cdef int _new_key(Reader* r, Writer* w, Py_ssize_t serial) except -1:
+    cdef uint64_t h = _key_hash(w.buf + r.str_pos, r.str_size, serial)
+    cdef Py_ssize_t mask, k
+    cdef KeySlot* slot
+    if 2 * (r.keys_used + 1) > r.keys_cap:
+        _grow_keys(r)
+    mask = r.keys_cap - 1
+    k = <Py_ssize_t>(h & <uint64_t>mask)
+    while True:
+        slot = &r.keys[k]
+        if slot.serial == 0:
+            slot.serial = serial
+            slot.pos = r.str_pos
+            slot.size = r.str_size
+            slot.hash = h
+            r.keys_used += 1
+            return 0
+        if (slot.hash == h and slot.serial == serial and slot.size == r.str_size
+                and _same(<const char*>w.buf + slot.pos, <const char*>w.buf + r.str_pos, r.str_size)):
+            return _bail()
+        k = (k + 1) & mask
+
+
+cdef int _grow_keys(Reader* r) except -1:
+    cdef Py_ssize_t cap = r.keys_cap * 2, k, j
+    cdef KeySlot* keys = <KeySlot*>PyMem_Malloc(<size_t>cap * sizeof(KeySlot))
+    if keys == NULL:
+        raise MemoryError()
+    for k in range(cap):
+        keys[k].serial = 0
+    for k in range(r.keys_cap):
+        if r.keys[k].serial:
+            j = <Py_ssize_t>(r.keys[k].hash & <uint64_t>(cap - 1))
+            while keys[j].serial:
+                j = (j + 1) & (cap - 1)
+            keys[j] = r.keys[k]
+    if r.keys_heap:
+        PyMem_Free(r.keys)
+    r.keys = keys
+    r.keys_cap = cap
+    r.keys_heap = True
+    return 0
+
+
+# Values of marker dicts, built as json.loads builds them.
+
+cdef object _json_build(Reader* r, Py_ssize_t level):
+    cdef unsigned char c
+    cdef unsigned char stack[256]
+    cdef Writer scratch
+    cdef bint is_float = False
+    cdef long long small = 0
+    if level > _BUILD_DEPTH or r.i >= r.n:
+        _bail()
+    c = r.p[r.i]
+    if c == 34:
+        _init(&scratch, stack, False)
+        scratch.cap = 256
+        try:
+            _string_payload(r, &scratch)
+            return PyUnicode_DecodeUTF8(<const char*>scratch.buf, scratch.pos, b"surrogatepass")
+        finally:
+            _release(&scratch)
+    if c == b'{':
+        return _build_dict(r, level)
+    if c == b'[':
+        return _build_list(r, level)
+    if c == b'-' or b'0' <= c <= b'9':
+        v = _number_value(r, &is_float, &small)
+        return small if v is None else v
+    if _literal(r, b"null", 4):
+        return None
+    if _literal(r, b"true", 4):
+        return True
+    if _literal(r, b"false", 5):
+        return False
+    _bail()
+
+
+cdef list _build_list(Reader* r, Py_ssize_t level):
+    cdef list out = []
+    r.i += 1
+    _ws(r)
+    if r.i < r.n and r.p[r.i] == b']':
+        r.i += 1
+        return out
+    while True:
+        out.append(_json_build(r, level + 1))
+        _ws(r)
+        if r.i >= r.n:
+            _bail()
+        if r.p[r.i] == b',':
+            r.i += 1
+            _ws(r)
+        elif r.p[r.i] == b']':
+            r.i += 1
+            return out
+        else:
+            _bail()
+
+
+cdef dict _build_dict(Reader* r, Py_ssize_t level):
+    cdef dict out = {}
+    r.i += 1
+    _ws(r)
+    if r.i < r.n and r.p[r.i] == b'}':
+        r.i += 1
+        return out
+    while True:
+        if r.i >= r.n or r.p[r.i] != 34:
+            _bail()
+        key = _json_build(r, level + 1)
+        _ws(r)
+        if r.i >= r.n or r.p[r.i] != b':':
+            _bail()
+        r.i += 1
+        _ws(r)
+        out[key] = _json_build(r, level + 1)
+        _ws(r)
+        if r.i >= r.n:
+            _bail()
+        if r.p[r.i] == b',':
+            r.i += 1
+            _ws(r)
+        elif r.p[r.i] == b'}':
+            r.i += 1
+            return out
+        else:
+            _bail()
+
+
+cdef object _json_top(Writer* w, const unsigned char* p, Py_ssize_t n, bint check_utf8, int btree):
+    """The one value of the text p[0:n] written at depth 0 (None returned), or, for a marker at the top, which has
+    the callers' own rules, nothing written and the value built (returned in a 1-tuple).  btree: _btree_class."""
+    cdef KeySlot keys[_KEY_SLOTS]
+    cdef Reader r
+    cdef Py_ssize_t k
+    r.p = p
+    r.n = n
+    r.i = 0
+    r.check_utf8 = check_utf8
+    r.keys = keys
+    r.keys_cap = _KEY_SLOTS
+    r.keys_used = 0
+    r.keys_heap = False
+    r.serial = 0
+    for k in range(_KEY_SLOTS):
+        keys[k].serial = 0
+    try:
+        _ws(&r)
+        if r.i < n and p[r.i] == b'{' and _marker_ahead(&r):
+            if btree < 0 or not _json_kv_state(&r, w, btree):
+                built = _json_build(&r, 0)
+                _ws(&r)
+                if r.i != n:
+                    _bail()
+                return (built,)
+        else:
+            _json_value(&r, w, 0)
+        _ws(&r)
+        if r.i != n:
+            _bail()
+        return None
+    finally:
+        if r.keys_heap:
+            PyMem_Free(r.keys)
+
+
+cdef object _text_bytes(object text, bint* check_utf8):
+    """A bytes object or str whose UTF-8 the reader reads (*check_utf8: it must be checked), or None."""
+    if type(text) is bytes:
+        check_utf8[0] = True
+        return text
+    if type(text) is str:
+        check_utf8[0] = False
+        return text
+    if type(text) is bytearray:
+        check_utf8[0] = True
+        return bytes(text)
+    if type(text) is memoryview:
+        check_utf8[0] = True
+        return text.tobytes()
+    return None
+
+
+cdef const unsigned char* _utf8_of(object text, Py_ssize_t* n) except? NULL:
+    if type(text) is bytes:
+        n[0] = len(<bytes>text)
+        return <const unsigned char*><const char*>(<bytes>text)
+    return <const unsigned char*>zjc_utf8(text, n)  # NULL: lone surrogates
+
+
+cdef bytes _record_from_text(str module, str name, object text, bint check_utf8):
+    cdef unsigned char stack[_STACK_BUFFER]
+    cdef Writer w
+    cdef Py_ssize_t n = 0
+    cdef const unsigned char* p = _utf8_of(text, &n)
+    if p == NULL:
+        return None
+    _init_sized(&w, stack, True, n + n // 8 + 256)
+    try:
+        _op2(&w, PROTO, 3)
+        _str(&w, module)
+        _str(&w, name)
+        _text(&w, b"\x86N\x86.\x80\x03", 6)     # TUPLE2, no args, TUPLE2, STOP, PROTO 3
+        built = _json_top(&w, p, n, check_utf8, _btree_class(module, name))
+        if built is not None:
+            record = {"@cls": [module, name], "@s": built[0]}
+            return encode_zodb_record(record)
+        _op(&w, STOP)
+        return _result(&w)
+    finally:
+        _release(&w)
+
+
+cdef bytes _pickle_from_text(object text):
+    cdef unsigned char stack[_STACK_BUFFER]
+    cdef Writer w
+    cdef Py_ssize_t n = 0
+    cdef const unsigned char* p = _utf8_of(text, &n)
+    if p == NULL:
+        return None
+    _init_sized(&w, stack, False, n + n // 8 + 256)
+    try:
+        _op2(&w, PROTO, 3)
+        built = _json_top(&w, p, n, False, -1)
+        if built is not None:
+            verbatim = _verbatim(built[0])
+            return verbatim if verbatim is not None else _pickle(built[0])
+        _op(&w, STOP)
+        return _result(&w)
+    finally:
+        _release(&w)
+
+
+def encode_zodb_record_from_pg_json(class_mod, class_name, state_json):
+    """A ZODB record from a PostgreSQL row: class module and name, and the state as JSON text.
+
+    ``state_json`` is ``str`` or UTF-8 ``bytes``/``bytearray``/``memoryview``
+    (the ``jsonb`` column fetched as text).  The result is exactly what
+    ``encode_zodb_record`` gives for ``{"@cls": [class_mod, class_name], "@s": json.loads(state_json)}``.
+    Raises TypeError for arguments of the wrong type, ValueError (naming
+    the offset) for bad JSON or UTF-8, and as encode_zodb_record for markers.
+    """
+    cdef bint check_utf8 = False
+    if type(class_mod) is str and type(class_name) is str and (class_mod != "" or class_name != ""):
+        text = _text_bytes(state_json, &check_utf8)
+        if text is not None:
+            try:
+                result = _record_from_text(<str>class_mod, <str>class_name, text, check_utf8)
+            except Exception:
+                result = None    # the normative way gives the same bytes, or says what is wrong
+            if result is not None:
+                return result
+    return record_from_json(class_mod, class_name, state_json, encode_zodb_record)
+
+
+def json_to_pickle(json_str):
+    """One pickle of JSON text in the marker format (key order kept, numbers exact).
+
+    Raises TypeError for a non-str argument, ValueError for bad JSON or markers.
+    """
+    if type(json_str) is str:
+        try:
+            result = _pickle_from_text(json_str)
+        except Exception:
+            result = None
+        if result is not None:
+            return result
+    return _json_to_pickle_by_value(json_str)

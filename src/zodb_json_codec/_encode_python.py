@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator, List, Optional
 from . import _encode_known, _known
 from ._common import MAX_DEPTH, CodecError, b64decode, decimal_to_int, float_from_marker
 from ._known import btree_kind, marker_kind, unescape_key
-from ._jsonread import read_json
+from ._jsonread import read_json, read_json_argument
 
 _PROTO3 = b"\x80\x03"
 _pack_I = struct.Struct("<I").pack
@@ -699,3 +699,23 @@ def _pickle_value(value: Any) -> bytes:
 
 
 dict_to_pickle, json_to_pickle = public_functions(_pickle_value)
+
+
+def record_from_json(class_mod: Any, class_name: Any, state_json: Any, encode: Callable[[Any], bytes]) -> bytes:
+    """``encode({"@cls": [class_mod, class_name], "@s": <state_json read>})``: the definition of
+    ``encode_zodb_record_from_pg_json``, with its argument checks (both twins call it)."""
+    check_arg(class_mod, "class_mod", str)
+    check_arg(class_name, "class_name", str)
+    return encode({"@cls": [class_mod, class_name], "@s": read_json_argument(state_json, "state_json")})
+
+
+def encode_zodb_record_from_pg_json(class_mod: Any, class_name: Any, state_json: Any) -> bytes:
+    """A ZODB record from a PostgreSQL row: class module and name, and the state as JSON text.
+
+    ``state_json`` is ``str`` or UTF-8 ``bytes``/``bytearray``/``memoryview``
+    (the ``jsonb`` column fetched as text).  The result is exactly what
+    ``encode_zodb_record`` gives for ``{"@cls": [class_mod, class_name], "@s": json.loads(state_json)}``.
+    Raises TypeError for arguments of the wrong type, ValueError (naming
+    the offset) for bad JSON or UTF-8, and as encode_zodb_record for markers.
+    """
+    return record_from_json(class_mod, class_name, state_json, encode_zodb_record)

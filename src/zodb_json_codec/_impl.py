@@ -32,7 +32,7 @@ DECODE_FUNCTIONS = (
     "pickle_to_dict",
     "pickle_to_json",
 )
-ENCODE_FUNCTIONS = ("encode_zodb_record", "dict_to_pickle", "json_to_pickle")
+ENCODE_FUNCTIONS = ("encode_zodb_record", "encode_zodb_record_from_pg_json", "dict_to_pickle", "json_to_pickle")
 
 #: Module names of each twin: (decoder, encoder), keyed by IMPLEMENTATION.
 TWINS = {
@@ -76,5 +76,6 @@ decode_zodb_record_for_pg_json = _decode.decode_zodb_record_for_pg_json
 pickle_to_dict = _decode.pickle_to_dict
 pickle_to_json = _decode.pickle_to_json
 encode_zodb_record = _encode.encode_zodb_record
+encode_zodb_record_from_pg_json = _encode.encode_zodb_record_from_pg_json
 dict_to_pickle = _encode.dict_to_pickle
 json_to_pickle = _encode.json_to_pickle

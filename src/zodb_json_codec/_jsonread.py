@@ -10,6 +10,10 @@ Python's own digit limit.  It keeps its own stack, so nesting costs no
 Python frames: JSON deeper than JSON_DEPTH_LIMIT is the codec's depth error,
 any other problem a CodecError naming the character offset.
 
+``read_json_argument(value, name)`` reads a public function's JSON argument
+given as ``str`` or as UTF-8 ``bytes``, ``bytearray`` or ``memoryview``
+(offsets then count bytes).
+
 ``read_json(text)`` is what the codec calls: texts that cannot be deeper
 than ``json.loads``'s recursion safely allows go through it (C speed), the
 rest, and every text it refuses, through ``parse``.
@@ -34,7 +38,9 @@ _CONSTANTS = ("NaN", "Infinity", "-Infinity")
 
 
 def _error(what: str, pos: int) -> CodecError:
-    return CodecError(f"JSON error: {what} at offset {pos}")
+    error = CodecError(f"JSON error: {what} at offset {pos}")
+    error.what, error.offset = what, pos  # read_json_argument tells the offset in bytes
+    return error
 
 
 def _depth_error() -> CodecError:
@@ -255,3 +261,28 @@ def read_json(text: str) -> Any:
         except ValueError:
             pass  # parse says what and where, or reads what json.loads cannot (long integers)
     return parse(text)
+
+
+def read_json_argument(value: Any, name: str) -> Any:
+    """The value of a JSON argument: a str, or strict UTF-8 bytes-like (no BOM); offsets in its own units.
+
+    Invalid UTF-8 (surrogates encoded in it included) is a CodecError at
+    the byte offset of the first bad byte; a JSON error in bytes names the
+    byte offset of what it found, as in a str it names the character's.
+    """
+    if isinstance(value, str):
+        return read_json(str(value))
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        data = value.tobytes() if isinstance(value, memoryview) else bytes(value)
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _error("invalid UTF-8", exc.start) from None
+        try:
+            return read_json(text)
+        except CodecError as exc:
+            if getattr(exc, "offset", None) is None or text.isascii():
+                raise
+            byte_offset = len(text[:exc.offset].encode("utf-8"))
+            raise _error(exc.what, byte_offset) from None
+    raise TypeError(f"argument '{name}': expected str, bytes, bytearray or memoryview, not {type(value).__name__}")

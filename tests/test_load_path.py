@@ -1,0 +1,285 @@
+"""encode_zodb_record_from_pg_json: a PostgreSQL row's jsonb text straight back to the ZODB record.
+
+Its definition is ``encode_zodb_record({"@cls": [m, n], "@s": json.loads(text)})``
+(JSON read strictly, as ``json_to_pickle`` reads it).  Checked here:
+
+- differential: generated texts (markers among plain values, escapes,
+  non-ASCII, ``\\u0000``, lone surrogates, huge integers, float edges,
+  duplicate keys, whitespace) give byte-identical records in both twins and
+  against the definition, for ``str`` and UTF-8 bytes-like input, and the
+  same for ``json_to_pickle``;
+- nesting to the documented limits and past them;
+- bad input: a ValueError naming the offset, the same in both twins;
+- the storage's way (docs/api.md): records decoded, stored in a real
+  ``jsonb`` column, fetched as text with psycopg and encoded back hold the
+  same objects, for the whole corpus and the reference vectors.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import corpus
+from deepvalues import json_text
+from helpers import same_records
+from test_corpus import UNLOADABLE
+from test_jsonread import json_texts, strict_loads, whitespace
+from test_twins import observe, twins  # noqa: F401 (twins: the fixture of both twins)
+from zodb_json_codec._common import JSON_DEPTH_LIMIT, MAX_DEPTH, CodecError
+
+MAX_EXAMPLES = int(os.environ.get("CODEC_HYPOTHESIS_EXAMPLES", "150"))
+SETTINGS = settings(max_examples=2 * MAX_EXAMPLES, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                           HealthCheck.function_scoped_fixture])
+
+#: Classes whose records have rules of their own: an application class, BTree and bucket (their @kv,
+#: @children states), and the class-less object record ("", "").
+CLASSES = [("app.mod", "Kls"), ("BTrees.OOBTree", "OOBucket"), ("BTrees.OOBTree", "OOBTree"), ("", "")]
+
+#: Every marker, in the spellings the decoders write and some they do not (wrong types, bad payloads,
+#: neighbours of the real keys), as JSON text.
+MARKERS = [
+    '{"@ref": "00000000000000ab"}', '{"@ref": ["0000000000000001", "a.b.C"]}', '{"@ref": ["0001", "C"]}',
+    '{"@ref": ["zz", "a.C"]}', '{"@ref": ["000g", "a.C"]}', '{"@ref": "abc"}', '{"@ref": ["00", "a.C"], "x": 1}',
+    '{"@ref": ["00", "a\\u00e9.C"]}', '{"@ref": ["00", "a\\nb.C"]}', '{ "@ref" : [ "00" , "a.C" ] }',
+    '{"@ref": {"@ref": "0001"}}', '{"@ref": 7}', '{"@ref": ["00", "a.C", 1]}',
+    '{"@t": [1, "a", [2]]}', '{"@t": []}', '{"@t": [1]}', '{"@b": "YWJj"}', '{"@b": "YWJ"}', '{"@b": 1}',
+    '{"@bi": "123456789012345678901234567890"}', '{"@bi": "x"}', '{"@d": [[1, 2], [[3], {"a": 4}]]}',
+    '{"@d": [[1]]}', '{"@set": [1, 2]}', '{"@fset": []}', '{"@dt": "2020-01-02T03:04:05"}',
+    '{"@dt": "2020-01-02T03:04:05.123456", "@tz": {"offset": 3600}}', '{"@dt": "nope"}',
+    '{"@date": "2020-01-02"}', '{"@time": "03:04:05"}', '{"@td": [1, 2, 3]}', '{"@dec": "1.50"}',
+    '{"@uuid": "12345678-1234-5678-1234-567812345678"}', '{"@cls": ["m", "C"]}',
+    '{"@cls": ["m", "C"], "@s": {"a": 1}}', '{"@cls": ["m", "C"], "@s": null, "@items": [[1, 2]]}',
+    '{"@reduce": {"callable": {"@cls": ["m", "f"]}, "args": {"@t": [1]}}}', '{"@reduce": {"args": []}}',
+    '{"@newobj": {"callable": {"@cls": ["m", "C"]}, "args": {"@t": []}, "state": {"a": 1}}}',
+    '{"@inst": {"@obj": 1, "@state": 2}}', '{"@ns": "YQBi"}', '{"@ns": "/w=="}', '{"@su": "7aCA"}',
+    '{"@f": "nan"}', '{"@f": "-0.0"}', '{"@f": "x"}', '{"@pkl": "gAN9cQAu"}', '{"@ns:YQBi": 1, "b": 2}',
+    '{"a": 1, "@su:7aCA": 2}', '{"@ns:x": 1}', '{"@args": [1], "@state": {"a": 1}}',
+    '{"@obj": {"@cls": ["m", "C"]}, "@state": {"a": 1}}', '{"@kv": [[1, 2], ["a", {"@ref": "0001"}]]}',
+    '{"@kv": [[1, 2]], "@next": {"@ref": "0002"}}', '{"@kv": []}', '{"@kv": [[1]]}', '{"@kv": [[1, 2, 3]]}',
+    '{"@kv": 1}', '{"@ks": [1, 2]}', '{"@ks": [], "@next": null}',
+    '{"@children": [{"@ref": "0001"}, "k", {"@ref": "0002"}], "@first": {"@ref": "0001"}}',
+    '{"@first": {"@ref": "0001"}, "@children": [{"@ref": "0001"}]}', '{"@x": 1}', '{"@": 1}', '{"\\u0040t": [1]}',
+    '{"@kv": [[1, 2]], "@kv": [[3, 4]]}', '{"@ref": "0001", "@ref": "0002"}',
+]
+
+markers = st.sampled_from(MARKERS)
+
+
+def _with_markers(max_leaves: int = 12) -> st.SearchStrategy[str]:
+    """JSON texts of plain values and markers at any place, the top included."""
+
+    def extend(children):
+        arrays = st.lists(children, max_size=4)
+        members = st.lists(st.tuples(st.sampled_from(['"a"', '"b"', '"@x"', '"\\u00e9"', '"k\\u0000"']), children),
+                           max_size=4)
+
+        @st.composite
+        def container(draw):
+            ws = draw(whitespace)
+            if draw(st.booleans()):
+                return "[" + ws + ",".join(draw(arrays)) + "]"
+            return "{" + ws + ",".join(f"{k}{ws}:{ws}{v}" for k, v in draw(members)) + "}"
+
+        return container()
+
+    leaves = st.one_of(markers, st.sampled_from(["1", "-0", "1.5", "1e400", "-1e-400", "18446744073709551616",
+                                                 "9223372036854775807", "-9223372036854775809", '"\\ud800"',
+                                                 '"x\\u0000y"', '"\\ud83d\\ude00"', '"é中😀"', "true", "null"]))
+    return st.recursive(leaves, extend, max_leaves=max_leaves)
+
+
+def _definition(twin, module: str, name: str, text: str) -> tuple:
+    """The outcome of the definition, or None where json.loads itself cannot read the text."""
+    try:
+        value = strict_loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return observe(twin.encode_zodb_record, {"@cls": [module, name], "@s": value})
+
+
+def _inputs(text: str) -> list:
+    """The text as each accepted type: str, and its UTF-8 as bytes, bytearray and memoryview (if it has any)."""
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: no UTF-8
+        return [text]
+    return [text, data, bytearray(data), memoryview(data)]
+
+
+def check_text(twins, text: str) -> None:
+    """Both twins on every class and input type: the same outcome, the definition's where json.loads reads it."""
+    python, cython = twins
+    for module, name in CLASSES:
+        expected = _definition(cython, module, name, text)
+        for arg in _inputs(text):
+            found = observe(python.encode_zodb_record_from_pg_json, module, name, arg)
+            assert observe(cython.encode_zodb_record_from_pg_json, module, name, arg) == found, (module, name, arg)
+            if expected is not None:
+                assert found == expected, (module, name, arg)
+    assert observe(cython.json_to_pickle, text) == observe(python.json_to_pickle, text), text
+
+
+@SETTINGS
+@given(text=json_texts())
+def test_generated_json_gives_the_definitions_record(twins, text):
+    check_text(twins, text)
+
+
+@SETTINGS
+@given(value=_with_markers(), before=whitespace, after=whitespace)
+def test_generated_markers_give_the_definitions_record(twins, value, before, after):
+    check_text(twins, before + value + after)
+
+
+@pytest.mark.parametrize("text", MARKERS + [
+    '{"a": 1, "a": 2}', '{"a": {"x": 1}, "b": 2, "a": [3]}', '[{"a": 1, "a": 1}]', '{"é": 1, "é": 2}',
+    '{"k": 1, "\\u006b": 2}', " \t\n\r{ \t\n\r\"a\" \t\n\r: \t\n\r[ \t\n\r1 \t\n\r, \t\n\r2 ] \t\n\r} \t\n\r",
+    '"\\u0000"', '"\\ud800\\u0041"', '"\\udc00\\ud800"', '"\\/\\b\\f\\n\\r\\t\\"\\\\"', '"\u2028\u2029\x7f"',
+    "-0", "-0.0", "0e0", "1E+2", "5e-324", "1e400", "1.7976931348623157e308", "123456789012345678",
+    "1234567890123456789", "-9223372036854775808", "9" * 400, "9" * 4000, "-" + "9" * 5000,
+    "0.1" + "0" * 500 + "1", "[]", "{}", "[[]]", "[{}]", "null", "true", "false", '""',
+    json.dumps({"k%d" % i: i for i in range(300)}), json.dumps([{"a": i, "b": str(i)} for i in range(200)]),
+    json.dumps({"t": "x" * 70000 + "\n" + "é" * 40000 + "\\u00e9"}), json.dumps("中" * 30000, ensure_ascii=False),
+])
+def test_known_texts(twins, text):
+    check_text(twins, text)
+
+
+# ---------------------------------------------------------------------------
+# Nesting: to the documented limit and past it
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("depth", [MAX_DEPTH - 1, MAX_DEPTH, MAX_DEPTH + 1, MAX_DEPTH + 2])
+@pytest.mark.parametrize("shape", ["list", "dict", "@t", "@d"])
+def test_nesting_around_the_depth_limit(twins, shape, depth):
+    value: object = 1
+    for _ in range(depth):
+        value = {"list": lambda v: [v], "dict": lambda v: {"k": v}, "@t": lambda v: {"@t": [v]},
+                 "@d": lambda v: {"@d": [[1, v]]}}[shape](value)
+    text = json_text(value)
+    python, cython = twins
+    for module, name in CLASSES:
+        for arg in (text, text.encode()):
+            found = observe(python.encode_zodb_record_from_pg_json, module, name, arg)
+            assert observe(cython.encode_zodb_record_from_pg_json, module, name, arg) == found
+            assert found == observe(python.encode_zodb_record, {"@cls": [module, name], "@s": value})
+    assert observe(cython.json_to_pickle, text) == observe(python.json_to_pickle, text)
+
+
+@pytest.mark.parametrize("levels", [JSON_DEPTH_LIMIT, JSON_DEPTH_LIMIT + 2, 100000])
+def test_json_deeper_than_the_limit_is_the_depth_error(twins, levels):
+    text = "[" * levels + "]" * levels
+    for twin in twins:
+        with pytest.raises(ValueError, match="maximum nesting depth exceeded"):
+            twin.encode_zodb_record_from_pg_json("app.mod", "Kls", text)
+        with pytest.raises(ValueError, match="maximum nesting depth exceeded"):
+            twin.encode_zodb_record_from_pg_json("app.mod", "Kls", text.encode())
+
+
+# ---------------------------------------------------------------------------
+# Bad input
+# ---------------------------------------------------------------------------
+
+OFFSET = re.compile(r"^JSON error: .+ at offset (\d+)$")
+
+
+@pytest.mark.parametrize("data, offset", [
+    (b'{"a": "\xff"}', 7), (b'{"a": "\xc3"}', 7), (b'"\xed\xa0\x80"', 1), (b'"\xc0\x80"', 1),
+    (b'"\xf4\x90\x80\x80"', 1), (b'["\xe4\xb8\xad", \xe4]', 8), (b"\xef\xbb\xbf{}", 0),
+    (b'["\xc3\xa9", 1,]', 9), (b'{"\xc3\xa9": 1} x', 10), (b'"\xc3\xa9\\x"', 3), (b"[1, 2", 5),
+    (b"[NaN]", 1), (b"[1] [2]", 4), (b"", 0), (b'"abc', 0), (b'{"a" 1}', 5), (b'"a\x01"', 2),
+])
+def test_bad_bytes_name_the_byte_offset(twins, data, offset):
+    python, cython = twins
+    for arg in (data, bytearray(data), memoryview(data)):
+        found = observe(python.encode_zodb_record_from_pg_json, "app.mod", "Kls", arg)
+        assert found == observe(cython.encode_zodb_record_from_pg_json, "app.mod", "Kls", arg)
+        assert found[:2] == ("raised", CodecError), found
+        assert int(OFFSET.match(found[2]).group(1)) == offset, found
+
+
+@pytest.mark.parametrize("text", ['{"a": "\x01"}', "[1,]", "[1] x", '{"a": NaN}', "-Infinity", "01", "1.", ".5",
+                                  '"\\u12"', '"\\x"', "[", "{", '{"a":', "tru", "nul", '"é', "\ufeff1", "[1\x0b]"])
+def test_bad_text_names_the_character_offset(twins, text):
+    python, cython = twins
+    found = observe(python.encode_zodb_record_from_pg_json, "app.mod", "Kls", text)
+    assert found == observe(cython.encode_zodb_record_from_pg_json, "app.mod", "Kls", text)
+    assert found[:2] == ("raised", CodecError) and OFFSET.match(found[2]), found
+    assert observe(cython.json_to_pickle, text) == observe(python.json_to_pickle, text)
+
+
+@pytest.mark.parametrize("args", [(1, "C", "{}"), ("m", None, "{}"), ("m", "C", 1), ("m", "C", None),
+                                  ("m", "C", ["{}"]), (b"m", "C", "{}")])
+def test_arguments_of_the_wrong_type_are_type_errors(twins, args):
+    python, cython = twins
+    found = observe(python.encode_zodb_record_from_pg_json, *args)
+    assert found == observe(cython.encode_zodb_record_from_pg_json, *args)
+    assert found[:2] == ("raised", TypeError), found
+
+
+# ---------------------------------------------------------------------------
+# The storage's way, against a real PostgreSQL
+# ---------------------------------------------------------------------------
+
+def _corpus_records() -> list:
+    """(label, record) of every record of the corpus but the two that nothing can load (test_corpus.UNLOADABLE:
+    their bytes are checked against the dict way below)."""
+    return [(f"{name} {oid}", data) for name in corpus.NAMES for oid, data in corpus.records(name)
+            if (name, oid) not in UNLOADABLE]
+
+
+def test_records_back_from_jsonb_text_hold_the_same_objects(impl, pg_dsn):
+    """decode -> jsonb -> text (PostgreSQL's own output) -> encode_zodb_record_from_pg_json, whole corpus."""
+    from pgjsonb import jsonb_texts
+
+    records = _corpus_records()
+    rows = [impl.decode_zodb_record_for_pg_json(data) for _, data in records]
+    texts = jsonb_texts(pg_dsn, [text for _, _, text, _ in rows])
+    lost = [label for (label, data), (module, name, _, _), text in zip(records, rows, texts)
+            if not same_records(data, impl.encode_zodb_record_from_pg_json(module, name, text))]
+    assert not lost, lost[:20]
+    unloadable = [corpus.row_record(row) for name in corpus.NAMES for row in corpus.vectors(name)
+                  if (name, row["oid"]) in UNLOADABLE]
+    assert len(unloadable) == len(UNLOADABLE)
+    rows += [impl.decode_zodb_record_for_pg_json(data) for data in unloadable]
+    texts += jsonb_texts(pg_dsn, [text for _, _, text, _ in rows[len(texts):]])
+    dict_way = [impl.encode_zodb_record({"@cls": [module, name], "@s": json.loads(text)})
+                for (module, name, _, _), text in zip(rows, texts)]
+    assert dict_way == [impl.encode_zodb_record_from_pg_json(module, name, text.encode())
+                        for (module, name, _, _), text in zip(rows, texts)]
+
+
+@pytest.mark.skipif(sys.implementation.name == "pypy",
+                    reason="psycopg 3 does not run on PyPy 7.3 (see tests/pgjsonb.py); the jsonb test above covers it")
+def test_the_documented_psycopg_usage(impl, pg_dsn):
+    """docs/api.md: a table of the corpus, fetched with a ::text cast and with an identity json loader."""
+    import psycopg
+    from psycopg.types.json import set_json_loads
+
+    records = [data for _, data in _corpus_records()]
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TEMPORARY TABLE object_state"
+                     " (zoid BIGINT PRIMARY KEY, class_mod TEXT, class_name TEXT, state JSONB)")
+        with conn.cursor() as cur:
+            cur.executemany("INSERT INTO object_state VALUES (%s, %s, %s, %s::jsonb)",
+                            [(zoid, *impl.decode_zodb_record_for_pg_json(data)[:3])
+                             for zoid, data in enumerate(records)])
+        lost = []
+        for zoid, data in enumerate(records):
+            cur = conn.execute("SELECT class_mod, class_name, state::text FROM object_state WHERE zoid = %s", (zoid,))
+            if not same_records(data, impl.encode_zodb_record_from_pg_json(*cur.fetchone())):
+                lost.append(("::text", zoid))
+        set_json_loads(lambda text: text, conn)
+        for zoid, data in enumerate(records):
+            cur = conn.execute("SELECT class_mod, class_name, state FROM object_state WHERE zoid = %s", (zoid,))
+            if not same_records(data, impl.encode_zodb_record_from_pg_json(*cur.fetchone())):
+                lost.append(("loader", zoid))
+    assert not lost, lost[:20]
