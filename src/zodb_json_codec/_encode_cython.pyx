@@ -793,7 +793,7 @@ cdef Py_ssize_t _key_length[_KEY_COUNT]
 cdef signed char _key_slot[_SLOTS]
 
 
-cdef inline int _key_hash(const char* p, Py_ssize_t m) noexcept:
+cdef inline int _marker_key_hash(const char* p, Py_ssize_t m) noexcept:
     return <int>((m * 37 + <unsigned char>p[0] * 5 + <unsigned char>p[m - 1]) & (_SLOTS - 1))
 
 
@@ -809,7 +809,7 @@ cdef int _fill_key_table() except -1:
         m = len(text)
         memcpy(_key_text[key], <const char*>text, m)
         _key_length[key] = m
-        slot = _key_hash(<const char*>text, m)
+        slot = _marker_key_hash(<const char*>text, m)
         while _key_slot[slot] != -1:
             slot = (slot + 1) & (_SLOTS - 1)
         _key_slot[slot] = <signed char>key
@@ -836,7 +836,7 @@ cdef int _key(object k) noexcept:
     if m < 1 or m > _KEY_MAX or p[0] != b"@":
         return -1
     p += 1
-    cdef int slot = _key_hash(p, m)
+    cdef int slot = _marker_key_hash(p, m)
     while True:
         key = _key_slot[slot]
         if key < 0:
