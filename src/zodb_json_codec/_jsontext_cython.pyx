@@ -19,12 +19,12 @@ cimport cython
 from cpython.mem cimport PyMem_Free
 from cpython.bytes cimport PyBytes_AS_STRING
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdint cimport uint16_t, uint32_t, uint64_t
+from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.math cimport fabs, signbit
 from libc.string cimport memcpy
 
-from . import _jsontext_python
+from . import _decode_common, _jsontext_python
 from ._jsontext_python import pretty_json_text, sanitize_for_pg  # noqa: F401 (re-exported for _decode_cython)
 
 cdef extern from "Python.h":
@@ -48,6 +48,7 @@ ESCAPE[0x0C] = 2
 
 cdef const char* HEX = b"0123456789abcdef"
 cdef Py_ssize_t DEPTH_LIMIT = _jsontext_python.JSON_DEPTH_LIMIT  # deeper: the Python twin's writer decides
+cdef int F_NUL = _decode_common.F_NUL  # the decoder flag of U+0000 in some text
 
 
 cdef enum:
@@ -288,48 +289,47 @@ cdef str span_text(TextSpan span):
     return PyUnicode_DecodeUTF8(PyBytes_AS_STRING(span.data) + span.start, span.size, NULL)
 
 
+# Strict UTF-8 by lead byte: the sequence length (0: never a lead; U+0000 counts as invalid here,
+# as spans never hold it) and the range of the second byte (no overlongs, surrogates or code
+# points beyond U+10FFFF: what CPython's strict decoder rejects).
+cdef unsigned char UTF8_LENGTH[256]
+cdef unsigned char UTF8_LOW[256]
+cdef unsigned char UTF8_HIGH[256]
+for _i in range(256):
+    UTF8_LENGTH[_i] = (0 if _i == 0 else 1 if _i < 0x80 else 0 if _i < 0xC2 else 2 if _i < 0xE0
+                       else 3 if _i < 0xF0 else 4 if _i < 0xF5 else 0)
+    UTF8_LOW[_i] = 0xA0 if _i == 0xE0 else 0x90 if _i == 0xF0 else 0x80
+    UTF8_HIGH[_i] = 0x9F if _i == 0xED else 0x8F if _i == 0xF4 else 0xBF
+
+
+cdef inline bint _ascii_word(const unsigned char* p) noexcept nogil:
+    """Are these 8 bytes ASCII without a zero byte?"""
+    cdef uint64_t word, ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL
+    memcpy(&word, p, 8)
+    return (word & highs) == 0 and ((word - ones) & ~word & highs) == 0
+
+
 cdef bint _clean_utf8(const unsigned char* p, Py_ssize_t n) noexcept nogil:
     cdef Py_ssize_t i = 0
-    cdef uint64_t word
-    cdef uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL
-    cdef unsigned char c, c1
+    cdef unsigned char c, k, c1
     while i < n:
-        if i + 8 <= n:
-            memcpy(&word, p + i, 8)
-            if (word & highs) == 0 and ((word - ones) & ~word & highs) == 0:  # ASCII, no zero byte
-                i += 8
-                continue
         c = p[i]
-        if c < 0x80:
-            if c == 0:
-                return False
+        k = UTF8_LENGTH[c]
+        if k == 1:
             i += 1
-        elif c < 0xC2:  # a continuation byte, or an overlong lead
+            while i + 8 <= n and _ascii_word(p + i):  # an ASCII run: 8 bytes at a time
+                i += 8
+            continue
+        if k == 0 or i + k > n:
             return False
-        elif c < 0xE0:
-            if i + 1 >= n or (p[i + 1] & 0xC0) != 0x80:
-                return False
-            i += 2
-        elif c < 0xF0:
-            if i + 2 >= n:
-                return False
-            c1 = p[i + 1]
-            if (c1 & 0xC0) != 0x80 or (p[i + 2] & 0xC0) != 0x80:
-                return False
-            if (c == 0xE0 and c1 < 0xA0) or (c == 0xED and c1 >= 0xA0):  # overlong; a surrogate
-                return False
-            i += 3
-        elif c < 0xF5:
-            if i + 3 >= n:
-                return False
-            c1 = p[i + 1]
-            if (c1 & 0xC0) != 0x80 or (p[i + 2] & 0xC0) != 0x80 or (p[i + 3] & 0xC0) != 0x80:
-                return False
-            if (c == 0xF0 and c1 < 0x90) or (c == 0xF4 and c1 >= 0x90):  # overlong; beyond U+10FFFF
-                return False
-            i += 4
-        else:
+        c1 = p[i + 1]
+        if c1 < UTF8_LOW[c] or c1 > UTF8_HIGH[c]:
             return False
+        if k >= 3 and (p[i + 2] & 0xC0) != 0x80:
+            return False
+        if k == 4 and (p[i + 3] & 0xC0) != 0x80:
+            return False
+        i += k
     return True
 
 
@@ -436,47 +436,54 @@ cdef int _write_value(Buffer* out, object v, Py_ssize_t depth) except -1:
 
 cdef Py_UCS4 _max_char(const unsigned char* p, Py_ssize_t n, Py_ssize_t* length) noexcept nogil:
     """The code point count of valid UTF-8 (in length), and the largest code point's class:
-    127, 255, 0xFFFF or 0x10FFFF, as PyUnicode_New wants it."""
+    127, 255, 0xFFFF or 0x10FFFF, as PyUnicode_New wants it.  Branch-free, so that it vectorizes:
+    the largest byte is a lead byte (a continuation byte is never above its lead)."""
     cdef Py_ssize_t i, count = 0
     cdef unsigned char c, top = 0
     for i in range(n):
         c = p[i]
-        if (c & 0xC0) != 0x80:
-            count += 1
-            if c > top:
-                top = c
+        count += (c & 0xC0) != 0x80
+        top = c if c > top else top
     length[0] = count
     return 127 if top < 0x80 else 255 if top < 0xC4 else 0xFFFF if top < 0xF0 else 0x10FFFF
 
 
-cdef void _decode_into(const unsigned char* p, Py_ssize_t n, void* data, Py_UCS4 maxchar) noexcept nogil:
-    """Decode valid UTF-8 into a str's code units of the width maxchar says."""
-    cdef Py_ssize_t i = 0, o = 0
-    cdef uint32_t c
+ctypedef fused CodeUnit:
+    uint8_t
+    uint16_t
+    uint32_t
+
+
+cdef void _decode_into(const unsigned char* p, Py_ssize_t n, CodeUnit* o) noexcept nogil:
+    """Decode valid UTF-8 into a str's code units (wide enough for every code point in it)."""
+    cdef Py_ssize_t i = 0, j
+    cdef uint64_t word
     cdef unsigned char b
-    if maxchar == 127:
-        memcpy(data, p, n)
-        return
     while i < n:
         b = p[i]
         if b < 0x80:
-            c = b
+            o[0] = b
+            o += 1
             i += 1
-        elif b < 0xE0:
-            c = ((b & 0x1F) << 6) | (p[i + 1] & 0x3F)
+            while i + 8 <= n:  # an ASCII run: 8 bytes at a time
+                memcpy(&word, p + i, 8)
+                if word & 0x8080808080808080ULL:
+                    break
+                for j in range(8):
+                    o[j] = p[i + j]
+                o += 8
+                i += 8
+            continue
+        if b < 0xE0:
+            o[0] = <CodeUnit>(((b & 0x1F) << 6) | (p[i + 1] & 0x3F))
             i += 2
         elif b < 0xF0:
-            c = ((b & 0x0F) << 12) | ((p[i + 1] & 0x3F) << 6) | (p[i + 2] & 0x3F)
+            o[0] = <CodeUnit>(((b & 0x0F) << 12) | ((p[i + 1] & 0x3F) << 6) | (p[i + 2] & 0x3F))
             i += 3
         else:
-            c = ((b & 0x07) << 18) | ((p[i + 1] & 0x3F) << 12) | ((p[i + 2] & 0x3F) << 6) | (p[i + 3] & 0x3F)
+            o[0] = <CodeUnit>(((b & 0x07) << 18) | ((p[i + 1] & 0x3F) << 12) | ((p[i + 2] & 0x3F) << 6)
+                              | (p[i + 3] & 0x3F))
             i += 4
-        if maxchar == 255:
-            (<unsigned char*>data)[o] = <unsigned char>c
-        elif maxchar == 0xFFFF:
-            (<uint16_t*>data)[o] = <uint16_t>c
-        else:
-            (<uint32_t*>data)[o] = c
         o += 1
 
 
@@ -495,21 +502,34 @@ cdef str _text(Buffer* out):
     text = PyUnicode_New(length, maxchar)
     units = PyUnicode_DATA(text)
     with nogil:
-        _decode_into(p, n, units, maxchar)
+        if maxchar == 127:
+            memcpy(units, p, n)
+        elif maxchar == 255:
+            _decode_into(p, n, <uint8_t*>units)
+        elif maxchar == 0xFFFF:
+            _decode_into(p, n, <uint16_t*>units)
+        else:
+            _decode_into(p, n, <uint32_t*>units)
     return text
 
 
 cpdef str pg_json_text(object state, int special):
     """The compact PostgreSQL JSON text of a decoded state (see ``_jsontext_python.pg_json_text``);
-    the state may hold TextSpans."""
+    the state may hold TextSpans.
+
+    A state whose only special text is U+0000 is rewritten by the Python twin's
+    ``sanitize_for_pg`` (its strings and keys become ``@ns`` markers) and
+    then written here: what is left is text of the common case.
+    """
     cdef Buffer out
-    if special:
+    if special and special != F_NUL:
         return _jsontext_python.pg_json_text(materialized(state), special)
     out.data = out.inline
     out.size = 0
     out.capacity = INLINE_CAPACITY
     try:
-        if _write_value(&out, state, 0):
+        written = sanitize_for_pg(materialized(state), surrogates=False) if special else state
+        if _write_value(&out, written, 0):
             return _jsontext_python.pg_json_text(materialized(state), special)
         return _text(&out)
     finally:
