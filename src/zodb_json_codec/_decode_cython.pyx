@@ -126,7 +126,9 @@ cdef object _eof(Py_ssize_t pos):
 # ---------------------------------------------------------------------------
 
 cdef enum:
-    SPAN_BYTES = 32  # strings from this length on are left in the pickle when they only become text
+    # Strings from this length on are left in the pickle when they only become text; below it
+    # a str costs no more than a span, and records of short strings need no materializing.
+    SPAN_BYTES = 1024
 
 
 cdef object _text_value(const unsigned char* p, Py_ssize_t pos, Py_ssize_t n, Py_ssize_t start, _Context ctx):

@@ -343,6 +343,25 @@ cdef bint clean_utf8(const unsigned char* p, Py_ssize_t n):
     return clean
 
 
+cdef bint _may_hold_span(object value, int levels):
+    """False when value surely holds no TextSpan: looked at up to levels deep, without allocating."""
+    if type(value) is TextSpan:
+        return True
+    if type(value) is list:
+        if levels == 0:
+            return len(<list>value) != 0
+        for x in <list>value:
+            if _may_hold_span(x, levels - 1):
+                return True
+    elif type(value) is dict:
+        if levels == 0:
+            return len(<dict>value) != 0
+        for x in (<dict>value).values():
+            if _may_hold_span(x, levels - 1):
+                return True
+    return False
+
+
 cpdef object materialized(object value):
     """value with every TextSpan in it, at any depth, replaced by its str (containers changed in place)."""
     cdef list todo, keys
@@ -350,7 +369,7 @@ cpdef object materialized(object value):
     cdef Py_ssize_t i
     if type(value) is TextSpan:
         return span_text(<TextSpan>value)
-    if type(value) is not list and type(value) is not dict:
+    if not _may_hold_span(value, 3):  # most arguments: a class and a few scalars
         return value
     todo = [value]
     seen = {id(value)}
