@@ -24,7 +24,7 @@ from libc.stdlib cimport free, malloc, realloc
 from libc.math cimport fabs, signbit
 from libc.string cimport memcpy
 
-from . import _decode_common, _jsontext_python
+from . import _jsontext_python
 from ._jsontext_python import pretty_json_text, sanitize_for_pg  # noqa: F401 (re-exported for _decode_cython)
 
 cdef extern from "Python.h":
@@ -48,7 +48,7 @@ ESCAPE[0x0C] = 2
 
 cdef const char* HEX = b"0123456789abcdef"
 cdef Py_ssize_t DEPTH_LIMIT = _jsontext_python.JSON_DEPTH_LIMIT  # deeper: the Python twin's writer decides
-cdef int F_NUL = _decode_common.F_NUL  # the decoder flag of U+0000 in some text
+cdef int F_NUL = _jsontext_python.F_NUL  # the decoder flag of U+0000 in some text
 
 
 cdef enum:
