@@ -136,7 +136,7 @@ def _large_texts() -> List[str]:
     prose = "Grüße, Ελληνικά, русский, 中文テキスト, emoji 😀 and plain ASCII words. "
     html = '<p class="x">\u2028 "quoted" \\ back\\slash\t\b\f\x01\x1f</p>\n'
     return [prose * 600, html * 400, "a" * 40_000, "中" * 20_000, ("x" * 5000) + "\x00" + ("y" * 5000),
-            ("z" * 5000) + "\ud800" + ("é" * 3000), "é" * 40, "short"]
+            ("z" * 5000) + "\ud800" + ("é" * 3000), "Grüße à l'été. " * 5000, "é" * 40, "short"]
 
 
 def large_text_records() -> List[bytes]:

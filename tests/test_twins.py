@@ -315,8 +315,8 @@ def test_every_argument_type_gives_the_same_outcome(twins, fn):
 SPECIAL_CHARS = ["\x00", "\ud800", "\udbff", "\udc80", "\udfff", "\u2028", "\x7f", "\x1f", "é", "😀", "中",
                  "\n", '"', "\\", "@", ":"]
 short_texts = st.text(st.one_of(st.characters(), st.sampled_from(SPECIAL_CHARS)), max_size=8)
-# Long enough (1 KB and more) for the Cython twin's JSON text path to leave them in the pickle.
-long_texts = st.builds(lambda t, n: (t + "abcdefgh") * n, short_texts, st.integers(128, 130))
+# Long enough (4 KB and more) for the Cython twin's JSON text path to leave them in the pickle.
+long_texts = st.builds(lambda t, n: (t + "abcdefgh") * n, short_texts, st.integers(512, 514))
 texts = st.one_of(short_texts, st.lists(st.sampled_from(SPECIAL_CHARS), min_size=1, max_size=4).map("".join),
                   long_texts)
 SPECIAL_INTS = [0, -1, 255, 256, 65535, 65536, 2**31 - 1, 2**31, -(2**31), -(2**31) - 1, 2**63 - 1, -(2**63),

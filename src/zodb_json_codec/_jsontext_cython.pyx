@@ -506,6 +506,10 @@ cdef void _decode_into(const unsigned char* p, Py_ssize_t n, CodeUnit* o) noexce
         o += 1
 
 
+cdef enum:
+    NOGIL_TEXT_BYTES = 65536  # below, CPython's own decoder (faster on mixed text) makes the str
+
+
 cdef str _text(Buffer* out):
     """The buffer (valid UTF-8: written from str and checked spans only) as a str; a big one decoded
     with the GIL released."""
@@ -514,7 +518,7 @@ cdef str _text(Buffer* out):
     cdef Py_UCS4 maxchar
     cdef str text
     cdef void* units
-    if n < NOGIL_BYTES:
+    if n < NOGIL_TEXT_BYTES:
         return PyUnicode_DecodeUTF8(out.data, n, NULL)
     with nogil:
         maxchar = _max_char(p, n, &length)
