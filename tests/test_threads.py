@@ -45,6 +45,16 @@ def workload(impl) -> List[Call]:
     return calls
 
 
+def run_threads(work: Callable[[int], None], name: str) -> None:
+    """work(0) ... work(THREADS - 1), each in a thread of its own, all joined; none may hang."""
+    threads = [threading.Thread(target=work, args=(i,), name=f"{name}-{i}") for i in range(THREADS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=600)
+    assert not any(t.is_alive() for t in threads), "a thread hangs"
+
+
 def test_threads_get_what_one_thread_gets(impl):
     calls = workload(impl)
     expected = [outcome(fn, arg) for _, fn, arg in calls]
@@ -79,12 +89,7 @@ def test_threads_get_what_one_thread_gets(impl):
     interval = sys.getswitchinterval()
     sys.setswitchinterval(1e-5)  # switch threads often: overlaps inside calls, not just between them
     try:
-        threads = [threading.Thread(target=work, args=(i,), name=f"codec-{i}") for i in range(THREADS)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=600)
-        assert not any(t.is_alive() for t in threads), "a thread hangs"
+        run_threads(work, "codec")
     finally:
         sys.setswitchinterval(interval)
     assert not problems, f"{impl.name}: {len(problems)} differences from the single-threaded results:\n" + \
@@ -107,12 +112,7 @@ def test_pg_json_from_8_threads_over_the_whole_corpus(impl):
         except BaseException as exc:  # noqa: BLE001 - reported below, not lost in the thread
             results[number] = f"thread {number} died: {describe(('raised', type(exc), str(exc)))}"
 
-    threads = [threading.Thread(target=work, args=(i,), name=f"pg-json-{i}") for i in range(THREADS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=600)
-    assert not any(t.is_alive() for t in threads), "a thread hangs"
+    run_threads(work, "pg-json")
     for number, got in enumerate(results):
         assert type(got) is list, got
         differences = [f"record {i}: {outcome_diff(want, have)}" for i, (want, have) in enumerate(zip(expected, got))
