@@ -274,7 +274,7 @@ cdef class TextSpan:
     """A string left in the pickle (declared in _jsontext_cython.pxd)."""
 
     def __repr__(self):
-        return f"TextSpan({span_text(self)!r})"
+        return "TextSpan(%r)" % (span_text(self),)
 
 
 cdef TextSpan text_span(bytes data, Py_ssize_t start, Py_ssize_t size):
