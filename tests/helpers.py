@@ -10,6 +10,8 @@
   storage keeps it (the dict, the dict variant for PostgreSQL stored with
   json.dumps, the JSON text) and encoded back.
 - ``cli``: the command line in a child process.
+- ``large_text_records``: records whose strings are long (kilobytes of text with
+  non-ASCII, escapes, U+0000, lone surrogates) in every place a string can be.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import io
 import json
 import subprocess
 import sys
+import types
 from typing import Any, Callable, List, Optional, Sequence
 
 from cpython_pickle import Pickler
@@ -126,3 +129,33 @@ def cli(*args: str, stdin: Optional[bytes] = None, stderr: Optional[int] = None,
     proc.out = proc.stdout.decode("utf-8")  # type: ignore[attr-defined]
     proc.err = (proc.stderr or b"").decode("utf-8")  # type: ignore[attr-defined]
     return proc
+
+
+def _large_texts() -> List[str]:
+    """Long strings of the kinds Plone pages hold, and of the kinds PostgreSQL cannot store."""
+    prose = "Grüße, Ελληνικά, русский, 中文テキスト, emoji 😀 and plain ASCII words. "
+    html = '<p class="x">\u2028 "quoted" \\ back\\slash\t\b\f\x01\x1f</p>\n'
+    return [prose * 600, html * 400, "a" * 40_000, "中" * 20_000, ("x" * 5000) + "\x00" + ("y" * 5000),
+            ("z" * 5000) + "\ud800" + ("é" * 3000), "Grüße à l'été. " * 5000, "é" * 40, "short"]
+
+
+def large_text_records() -> List[bytes]:
+    """Records with long strings as dict values and keys, in lists, tuples, sets, shared (memo),
+    in dicts that look like markers, in object states (REDUCE + BUILD) and in BTree buckets."""
+    out: List[bytes] = []
+    for text in _large_texts():
+        other = text[::-1] + "!"
+        for protocol in (2, 3, 4):
+            out += [
+                record({"title": "t", "text": text, "again": text, "list": [text, other, 1.5]}, protocol),
+                record(text, protocol),
+                record({text: 1, other: [text]}, protocol),
+                record({(text, 1): "tuple key", "@ref": text}, protocol),
+                record({"@ref": text}, protocol),
+                record({"@dec": text}, protocol),  # a marker only if the value is a str
+                record({"@dt": text, "@tz": {"k": other}}, protocol),
+                record({"s": {text, other}, "t": (text, other), "f": frozenset([text])}, protocol),
+                record({"obj": types.SimpleNamespace(body=text, n=1)}, protocol),
+                record(((text, 1, other, 2),), protocol, klass=(("BTrees.OOBTree", "OOBucket"), None)),
+            ]
+    return out

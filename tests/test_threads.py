@@ -9,7 +9,7 @@ import threading
 from typing import Any, Callable, List, Tuple
 
 from corpus import NAMES, row_record, vectors
-from helpers import DECODERS
+from helpers import DECODERS, large_text_records
 from strictcompare import describe, outcome, outcome_diff
 
 THREADS = 8
@@ -52,6 +52,16 @@ def workload(impl) -> List[Call]:
     return calls
 
 
+def run_threads(work: Callable[[int], None], name: str) -> None:
+    """work(0) ... work(THREADS - 1), each in a thread of its own, all joined; none may hang."""
+    threads = [threading.Thread(target=work, args=(i,), name=f"{name}-{i}") for i in range(THREADS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=600)
+    assert not any(t.is_alive() for t in threads), "a thread hangs"
+
+
 def test_threads_get_what_one_thread_gets(impl):
     calls = workload(impl)
     expected = [outcome(fn, arg) for _, fn, arg in calls]
@@ -86,13 +96,32 @@ def test_threads_get_what_one_thread_gets(impl):
     interval = sys.getswitchinterval()
     sys.setswitchinterval(1e-5)  # switch threads often: overlaps inside calls, not just between them
     try:
-        threads = [threading.Thread(target=work, args=(i,), name=f"codec-{i}") for i in range(THREADS)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=600)
-        assert not any(t.is_alive() for t in threads), "a thread hangs"
+        run_threads(work, "codec")
     finally:
         sys.setswitchinterval(interval)
     assert not problems, f"{impl.name}: {len(problems)} differences from the single-threaded results:\n" + \
         "\n".join(problems[:20])
+
+
+def test_pg_json_from_8_threads_over_the_whole_corpus(impl):
+    """decode_zodb_record_for_pg_json on every corpus record and the long-text records, from 8 threads
+    at once: each thread gets what one thread got (the Cython twin works on big strings without the GIL)."""
+    records = [row_record(row) for name in NAMES for row in vectors(name)] + large_text_records()
+    fn = impl.decode_zodb_record_for_pg_json
+    expected = [outcome(fn, data) for data in records]
+    barrier = threading.Barrier(THREADS)
+    results: List[Any] = [None] * THREADS
+
+    def work(number: int) -> None:
+        try:
+            barrier.wait()
+            results[number] = [outcome(fn, data) for data in records]
+        except BaseException as exc:  # noqa: BLE001 - reported below, not lost in the thread
+            results[number] = f"thread {number} died: {describe(('raised', type(exc), str(exc)))}"
+
+    run_threads(work, "pg-json")
+    for number, got in enumerate(results):
+        assert type(got) is list, got
+        differences = [f"record {i}: {outcome_diff(want, have)}" for i, (want, have) in enumerate(zip(expected, got))
+                       if outcome_diff(want, have)]
+        assert not differences, f"{impl.name}, thread {number}:\n" + "\n".join(differences[:10])

@@ -37,7 +37,7 @@ from hypothesis import strategies as st
 
 from corpus import NAMES, row_record, vectors
 from deepvalues import json_text, nested_pickle
-from helpers import DECODERS, ENCODERS, PICKLE_DECODERS
+from helpers import DECODERS, ENCODERS, PICKLE_DECODERS, large_text_records
 from strictcompare import describe, diff, outcome, outcome_diff
 from twinloader import load_twin
 
@@ -329,8 +329,11 @@ def test_every_argument_type_gives_the_same_outcome(twins, fn):
 
 SPECIAL_CHARS = ["\x00", "\ud800", "\udbff", "\udc80", "\udfff", "\u2028", "\x7f", "\x1f", "é", "😀", "中",
                  "\n", '"', "\\", "@", ":"]
-texts = st.one_of(st.text(st.one_of(st.characters(), st.sampled_from(SPECIAL_CHARS)), max_size=8),
-                  st.lists(st.sampled_from(SPECIAL_CHARS), min_size=1, max_size=4).map("".join))
+short_texts = st.text(st.one_of(st.characters(), st.sampled_from(SPECIAL_CHARS)), max_size=8)
+# Long enough (4 KB and more) for the Cython twin's JSON text path to leave them in the pickle.
+long_texts = st.builds(lambda t, n: (t + "abcdefgh") * n, short_texts, st.integers(512, 514))
+texts = st.one_of(short_texts, st.lists(st.sampled_from(SPECIAL_CHARS), min_size=1, max_size=4).map("".join),
+                  long_texts)
 SPECIAL_INTS = [0, -1, 255, 256, 65535, 65536, 2**31 - 1, 2**31, -(2**31), -(2**31) - 1, 2**63 - 1, -(2**63),
                 2**63, -(2**63) - 1, 2**64, 2**128, -(2**1000) - 7]
 ints = st.one_of(st.integers(), st.sampled_from(SPECIAL_INTS))
@@ -441,6 +444,14 @@ def test_records_of_python_values(twins, klass, state, protocol):
     data = klass + _dumps(state, protocol)
     found = Differences()
     compare_record(twins, data, found, f"record {b64(data)}")
+    assert not found, found.report()
+
+
+def test_records_with_large_texts(twins):
+    """Long strings, which the Cython twin's JSON text path leaves in the pickle, in every place."""
+    found = Differences()
+    for data in large_text_records():
+        compare_record(twins, data, found, f"record {b64(data)[:80]}...")
     assert not found, found.report()
 
 

@@ -37,7 +37,7 @@ from ._decode_common import (
     instance_content, int_line, int_value, line_utf8, long_line, memo_index, object_record_state, persid_line,
     persistent_ref, string_line, text_line, unicode_line,
 )
-from ._jsontext_cython cimport pg_json_text
+from ._jsontext_cython cimport TextSpan, clean_utf8, materialized, pg_json_text, text_span
 from ._jsontext_python import pretty_json_text, sanitize_for_pg
 
 cdef extern from "Python.h":
@@ -91,6 +91,9 @@ cdef class _Context:
     cdef public bint uncallable  # REDUCE/NEWOBJ of a value no unpickler could call
     cdef public Py_ssize_t containers  # container opcodes run: bounds the nesting depth
     cdef Py_ssize_t stop         # offset after the STOP that ended the last walk
+    cdef bytes data              # the pickle bytes being walked
+    cdef bint text_spans         # leave long strings in the pickle as TextSpans (JSON text only)
+    cdef bint spans              # some were left: values the rules look at are materialized first
     cdef list stack              # the pickle machine's stack...
     cdef list metastack          # ...and the stacks below its MARKs (or None)
     # What a record decodes to:
@@ -121,6 +124,28 @@ cdef object _eof(Py_ssize_t pos):
 # ---------------------------------------------------------------------------
 # Strings, bytes, numbers
 # ---------------------------------------------------------------------------
+
+cdef enum:
+    # Strings from this length on are left in the pickle when they only become text; below it
+    # a str costs no more than a span (measured on wikipedia: spans from 1 KB on cost 3-4%).
+    SPAN_BYTES = 4096
+
+
+cdef object _text_value(const unsigned char* p, Py_ssize_t pos, Py_ssize_t n, Py_ssize_t start, _Context ctx):
+    """The string of n UTF-8 bytes at pos: a TextSpan when only JSON text is made and it is long, valid
+    and free of U+0000 (nothing to flag); else a str (_utf8: flags and errors)."""
+    if ctx.text_spans and n >= SPAN_BYTES and clean_utf8(p + pos, n):
+        ctx.spans = True
+        return text_span(ctx.data, pos, n)
+    return _utf8(p + pos, n, start, ctx)
+
+
+cdef inline object _real(_Context ctx, object v):
+    """v, with any TextSpan in it made a str: for the values the rules look at."""
+    if ctx.spans:
+        return materialized(v)
+    return v
+
 
 cdef str _utf8(const unsigned char* p, Py_ssize_t n, Py_ssize_t start, _Context ctx):
     """Text of n UTF-8 bytes; lone surrogates (surrogatepass) are flagged, anything else invalid."""
@@ -751,6 +776,46 @@ cdef void _to_dform(_Context ctx, dict target, list items, Py_ssize_t start) exc
     ctx.dforms[_id(target)] = target
 
 
+cdef bint _keeps_spans(_Context ctx, object target, object first_new_key):
+    """May the values set on target stay TextSpans?  Only in a plain dict whose first key is a str
+    not starting with "@": no marker check ever looks at its values (see _maybe_marker)."""
+    cdef Py_ssize_t i = 0
+    cdef PyObject* key
+    cdef PyObject* val
+    if type(target) is not dict:
+        return False
+    if (ctx.objs and _obj_of(ctx, target) is not None) or (ctx.dforms and _id(target) in ctx.dforms):
+        return False
+    if PyDict_Next(<dict>target, &i, &key, &val):
+        first = <object>key
+    else:
+        first = first_new_key
+    return type(first) is str and not (PyUnicode_GET_LENGTH(first) > 0 and PyUnicode_READ_CHAR(first, 0) == 64)
+
+
+cdef int _real_items(_Context ctx, object target, list items) except -1:
+    """SETITEMS' key, value list: keys always str, values too unless target keeps spans."""
+    cdef Py_ssize_t n = len(items), i
+    for i in range(0, n, 2):
+        items[i] = materialized(items[i])
+    if n and not _keeps_spans(ctx, target, items[0]):
+        for i in range(1, n, 2):
+            items[i] = materialized(items[i])
+    return 0
+
+
+cdef bint _build_keeps_spans(_Context ctx, object target):
+    """May a BUILD state on target stay TextSpans?  Not where _content looks into it (a UUID, a BTree)."""
+    obj = _obj_of(ctx, target)
+    if obj is None or (<_CObj>obj).built or (<_CObj>obj).kind == K_REDUCE:
+        return True  # @inst, or the generic form: the state is only written
+    names = _global_names((<_CObj>obj).callable)
+    if names is None:
+        return True
+    module, name = names
+    return not (module == "uuid" and name == "UUID") and not _btree_kind(module, name)
+
+
 cdef int _append(_Context ctx, object target, list items, Py_ssize_t pos, str opname) except -1:
     if type(target) is list:
         if ctx.shared:
@@ -1014,7 +1079,7 @@ cdef inline Py_ssize_t _op_binunicode(_Context ctx, const unsigned char* p,
         pos += 1
     if n > end - pos:
         raise _eof(pos)
-    PyList_Append(ctx.stack, _utf8(p + pos, n, start, ctx))
+    PyList_Append(ctx.stack, _text_value(p, pos, n, start, ctx))
     pos += n
     return pos
 
@@ -1043,6 +1108,8 @@ cdef inline int _op_setitems(_Context ctx, Py_ssize_t start) except -1:
     items = _pop_mark(ctx, start, "SETITEMS")
     if not ctx.stack:
         raise _err("pickle stack underflow", start)
+    if ctx.spans:
+        _real_items(ctx, _top(ctx.stack), items)
     _set_items(ctx, _top(ctx.stack), items, start, "SETITEMS")
     return 0
 
@@ -1061,6 +1128,10 @@ cdef inline int _op_setitem(_Context ctx, Py_ssize_t start) except -1:
         raise _err("pickle stack underflow", start)
     v = ctx.stack.pop()
     k = ctx.stack.pop()
+    if ctx.spans:
+        k = materialized(k)
+        if not _keeps_spans(ctx, _top(ctx.stack), k):
+            v = materialized(v)
     _set_items(ctx, _top(ctx.stack), [k, v], start, "SETITEM")
     return 0
 
@@ -1143,8 +1214,8 @@ cdef inline int _op_reduce(_Context ctx, Py_ssize_t start, unsigned char op) exc
     ctx.containers += 1
     if len(ctx.stack) < 2:
         raise _err("pickle stack underflow", start)
-    args = ctx.stack.pop()
-    _set_top(ctx.stack, _new_obj(ctx, K_REDUCE if op == REDUCE else K_NEWOBJ, _top(ctx.stack), args))
+    args = _real(ctx, ctx.stack.pop())
+    _set_top(ctx.stack, _new_obj(ctx, K_REDUCE if op == REDUCE else K_NEWOBJ, _real(ctx, _top(ctx.stack)), args))
     return 0
 
 
@@ -1153,6 +1224,8 @@ cdef inline int _op_build(_Context ctx, Py_ssize_t start) except -1:
     if len(ctx.stack) < 2:
         raise _err("pickle stack underflow", start)
     state = ctx.stack.pop()
+    if ctx.spans and not _build_keeps_spans(ctx, _top(ctx.stack)):
+        state = materialized(state)
     _set_top(ctx.stack, _build(ctx, _top(ctx.stack), state))
     return 0
 
@@ -1161,7 +1234,7 @@ cdef inline int _op_binpersid(_Context ctx, Py_ssize_t start) except -1:
     ctx.containers += 1
     if not ctx.stack:
         raise _err("pickle stack underflow", start)
-    _set_top(ctx.stack, _persistent_ref(ctx, _top(ctx.stack), start))
+    _set_top(ctx.stack, _persistent_ref(ctx, _real(ctx, _top(ctx.stack)), start))
     return 0
 
 
@@ -1224,8 +1297,8 @@ cdef inline Py_ssize_t _op_stack_global(_Context ctx, Py_ssize_t pos) except -1:
     ctx.containers += 1
     if len(ctx.stack) < 2:
         raise _err("pickle stack underflow", start)
-    name = ctx.stack.pop()
-    module = _top(ctx.stack)
+    name = _real(ctx, ctx.stack.pop())
+    module = _real(ctx, _top(ctx.stack))
     if type(module) is not str:
         raise _err("invalid pickle data: STACK_GLOBAL: module is not a string", start)
     if type(name) is not str:
@@ -1272,6 +1345,8 @@ cdef inline int _op_dict(_Context ctx, Py_ssize_t start) except -1:
     items = _pop_mark(ctx, start, "DICT")
     d = {}
     if items:
+        if ctx.spans:
+            _real_items(ctx, d, items)
         _set_items(ctx, d, items, start, "DICT")
     PyList_Append(ctx.stack, d)
     return 0
@@ -1296,11 +1371,11 @@ cdef inline int _op_newobj_ex(_Context ctx, Py_ssize_t start) except -1:
     ctx.containers += 1
     if len(ctx.stack) < 3:
         raise _err("pickle stack underflow", start)
-    kwargs = ctx.stack.pop()
-    args = ctx.stack.pop()
+    kwargs = _real(ctx, ctx.stack.pop())
+    args = _real(ctx, ctx.stack.pop())
     if type(kwargs) is dict and not kwargs:
         kwargs = None  # NEWOBJ_EX without keywords is NEWOBJ
-    _set_top(ctx.stack, _new_obj(ctx, K_NEWOBJ, _top(ctx.stack), args, kwargs))
+    _set_top(ctx.stack, _new_obj(ctx, K_NEWOBJ, _real(ctx, _top(ctx.stack)), args, kwargs))
     return 0
 
 
@@ -1313,7 +1388,7 @@ cdef inline Py_ssize_t _op_binunicode8(_Context ctx, const unsigned char* p,
         raise _eof(pos)
     cdef Py_ssize_t n = <Py_ssize_t>length
     if op == BINUNICODE8:
-        PyList_Append(ctx.stack, _utf8(p + pos, n, start, ctx))
+        PyList_Append(ctx.stack, _text_value(p, pos, n, start, ctx))
     elif op == BINBYTES8:
         PyList_Append(ctx.stack, _bytes_marker(p + pos, n))
     else:  # what protocol 4 writes for a bytearray
@@ -1355,7 +1430,7 @@ cdef Py_ssize_t _op_text(_Context ctx, bytes data, Py_ssize_t pos, unsigned char
     if op == INST:
         ctx.containers += 1
         klass, pos = global_lines(ctx, data, pos)
-        items = _pop_mark(ctx, start, "INST")
+        items = _real(ctx, _pop_mark(ctx, start, "INST"))
         PyList_Append(ctx.stack, _instantiate(ctx, klass, items))
         return pos
     if op == PERSID:
@@ -1375,7 +1450,7 @@ cdef dict _TEXT_READERS = {INT: int_line, LONG: long_line, FLOAT: float_line, UN
 cdef inline int _op_obj(_Context ctx, Py_ssize_t start) except -1:
     cdef list items
     ctx.containers += 1
-    items = _pop_mark(ctx, start, "OBJ")
+    items = _real(ctx, _pop_mark(ctx, start, "OBJ"))
     if not items:
         raise _err("pickle stack underflow", start)
     PyList_Append(ctx.stack, _instantiate(ctx, items[0], items[1:]))
@@ -1440,6 +1515,7 @@ cdef object _load(bytes data, Py_ssize_t pos, _Context ctx):
     cdef unsigned char op
     ctx.stack = []
     ctx.metastack = None  # made at the first MARK
+    ctx.data = data
     try:
         while True:
             if pos >= end:
@@ -1522,7 +1598,7 @@ cdef object _finish(object value, _Context ctx, Py_ssize_t start):
     # opcode (see _decode_common.DEEP_CONTAINERS).
     cdef bint maybe_deep = ctx.containers > C_DEEP_CONTAINERS
     if ctx.unrepresentable or ctx.cyclic or ctx.flags & F_ESCAPED_KEY:
-        return finish(value, ctx.unrepresentable, ctx.cyclic, maybe_deep, ctx.flags, start)
+        return finish(_real(ctx, value), ctx.unrepresentable, ctx.cyclic, maybe_deep, ctx.flags, start)
     if maybe_deep and _too_deep(value, 0):
         raise CodecError(f"maximum nesting depth exceeded (more than {MAX_DEPTH} levels) "
                          f"in the pickle at offset {start}")
@@ -1622,7 +1698,7 @@ cdef inline bint _has_nul(str s):
     return PyUnicode_FindChar(s, 0, 0, PyUnicode_GET_LENGTH(s), 1) >= 0
 
 
-cdef _Context _decode_record(object data):
+cdef _Context _decode_record(object data, bint text_spans):
     """The context of a decoded ZODB record: module, name, state (compact references), refs, flags,
     state_offset (where the state pickle starts)."""
     if type(data) is not bytes:
@@ -1638,6 +1714,7 @@ cdef _Context _decode_record(object data):
         class_refs = len(ctx.refs)
         class_unrepresentable, class_cyclic = ctx.unrepresentable, ctx.cyclic
         ctx.uncallable = False
+        ctx.text_spans = text_spans  # the first pickle's values are all looked at
         try:
             state = _load(data, pos, ctx)
             problem = None
@@ -1657,7 +1734,7 @@ cdef _Context _decode_record(object data):
             ctx.flags |= F_NUL
         kind = _btree_kind(module, name)
         if kind:
-            state = _btree_state(state, kind & BTREE_IS_TREE, kind & BTREE_IS_MAP)
+            state = _btree_state(_real(ctx, state), kind & BTREE_IS_TREE, kind & BTREE_IS_MAP)
         if args is not None and args is not _OBJECT_RECORD:
             state = {"@args": args, "@state": state}
         if _has_escape_prefix(data):
@@ -1683,6 +1760,7 @@ cdef _Context _load_state_with_own_memo(bytes data, Py_ssize_t pos, _Context ctx
     cdef _Context fresh = _new_context(ctx.compact)
     fresh.flags = ctx.flags
     fresh.containers = ctx.containers
+    fresh.text_spans = ctx.text_spans
     try:
         fresh.state = _load(data, pos, fresh)
     except CodecError:
@@ -1704,7 +1782,7 @@ def decode_zodb_record(data):
 
     Raises TypeError for a non-bytes argument and ValueError for bad data.
     """
-    cdef _Context ctx = _decode_record(data)
+    cdef _Context ctx = _decode_record(data, False)
     return {"@cls": [ctx.module, ctx.name], "@s": ctx.state}
 
 
@@ -1713,7 +1791,7 @@ def decode_zodb_record_for_pg(data):
 
     Raises TypeError for a non-bytes argument and ValueError for bad data.
     """
-    cdef _Context ctx = _decode_record(data)
+    cdef _Context ctx = _decode_record(data, False)
     _check_class_names(ctx.module, ctx.name)
     state = ctx.state
     if ctx.flags & (F_NUL | F_SURROGATE | F_FLOAT | F_EXP_FLOAT):
@@ -1726,7 +1804,7 @@ def decode_zodb_record_for_pg_json(data):
 
     Raises TypeError for a non-bytes argument and ValueError for bad data.
     """
-    cdef _Context ctx = _decode_record(data)
+    cdef _Context ctx = _decode_record(data, True)
     _check_class_names(ctx.module, ctx.name)
     try:
         text = pg_json_text(ctx.state, ctx.flags & (F_NUL | F_SURROGATE | F_FLOAT | F_EXP_FLOAT))

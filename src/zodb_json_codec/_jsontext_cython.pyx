@@ -6,11 +6,21 @@
 needs special spelling) as UTF-8 into one buffer, exactly as the Python twin's
 ``json.dumps`` fast path and its ``\\b``/``\\f`` fix spell it; everything
 else (and any value this writer does not expect) goes to the Python twin.
+
+``TextSpan``: a string the Cython decoder left in the pickle bytes (valid
+UTF-8 without U+0000, checked when it was read), written from there: no
+``str`` is made for text that only becomes JSON text.  ``materialized``
+turns spans back into ``str`` wherever the rules must look at a value.
+Big strings are escaped, and big texts decoded, with the GIL released,
+into a buffer of the C allocator (which needs no GIL).
 """
 
-from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
+cimport cython
+from cpython.mem cimport PyMem_Free
+from cpython.bytes cimport PyBytes_AS_STRING
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdint cimport uint64_t
+from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdlib cimport free, malloc, realloc
 from libc.math cimport fabs, signbit
 from libc.string cimport memcpy
 
@@ -22,6 +32,8 @@ cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object s, Py_ssize_t* size) except NULL
     char* PyOS_double_to_string(double val, char format_code, int precision, int flags, int* ptype) except NULL
     int Py_DTSF_ADD_DOT_0
+    object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
+    void* PyUnicode_DATA(object o)
 
 # What a byte of UTF-8 text becomes inside a JSON string: 0 itself, 1 a
 # two-character escape, 2 a \u00XX escape (json.dumps' choices, with \b and
@@ -36,6 +48,7 @@ ESCAPE[0x0C] = 2
 
 cdef const char* HEX = b"0123456789abcdef"
 cdef Py_ssize_t DEPTH_LIMIT = _jsontext_python.JSON_DEPTH_LIMIT  # deeper: the Python twin's writer decides
+cdef int F_NUL = _jsontext_python.F_NUL  # the decoder flag of U+0000 in some text
 
 
 cdef enum:
@@ -49,7 +62,8 @@ cdef struct Buffer:
     char inline[INLINE_CAPACITY]
 
 
-cdef int _reserve(Buffer* out, Py_ssize_t extra) except -1:
+cdef int _grow(Buffer* out, Py_ssize_t extra) noexcept nogil:
+    """Room for extra more bytes; -1 when memory runs out (the C allocator: no GIL needed)."""
     cdef Py_ssize_t want = out.size + extra
     cdef Py_ssize_t capacity
     cdef char* grown
@@ -59,15 +73,21 @@ cdef int _reserve(Buffer* out, Py_ssize_t extra) except -1:
     while capacity < want:
         capacity *= 2
     if out.data == out.inline:
-        grown = <char*>PyMem_Malloc(capacity)
+        grown = <char*>malloc(capacity)
         if grown != NULL:
             memcpy(grown, out.inline, out.size)
     else:
-        grown = <char*>PyMem_Realloc(out.data, capacity)
+        grown = <char*>realloc(out.data, capacity)
     if grown == NULL:
-        raise MemoryError()
+        return -1
     out.data = grown
     out.capacity = capacity
+    return 0
+
+
+cdef inline int _reserve(Buffer* out, Py_ssize_t extra) except -1:
+    if _grow(out, extra) < 0:
+        raise MemoryError()
     return 0
 
 
@@ -87,19 +107,20 @@ cdef inline int _write_char(Buffer* out, char c) except -1:
     return 0
 
 
-cdef inline bint _needs_escape(uint64_t x):
+cdef inline bint _needs_escape(uint64_t x) noexcept nogil:
     """Does any of these 8 bytes need escaping (< 0x20, '"' or backslash)?  Word-at-a-time tests."""
     cdef uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL
     cdef uint64_t quote = x ^ (ones * 34), backslash = x ^ (ones * 92)
     return ((((x - ones * 0x20) & ~x) | ((quote - ones) & ~quote) | ((backslash - ones) & ~backslash)) & highs) != 0
 
 
-cdef int _write_string(Buffer* out, str s) except -1:
-    cdef Py_ssize_t n, i = 0, run = 0
-    cdef const unsigned char* p = <const unsigned char*>PyUnicode_AsUTF8AndSize(s, &n)
+cdef int _escape_utf8(Buffer* out, const unsigned char* p, Py_ssize_t n) noexcept nogil:
+    """Valid UTF-8 as a JSON string, quotes included, ASCII runs copied whole; -1: out of memory."""
+    cdef Py_ssize_t i = 0, run = 0
     cdef unsigned char c, kind
     cdef uint64_t word
-    _reserve(out, n + 2)
+    if _grow(out, n + 2) < 0:
+        return -1
     out.data[out.size] = 34  # "
     out.size += 1
     while i < n:
@@ -111,24 +132,54 @@ cdef int _write_string(Buffer* out, str s) except -1:
         c = p[i]
         kind = ESCAPE[c]
         if kind:
-            _write(out, <const char*>p + run, i - run)
+            # The run before c, then at most 6 bytes for c: \u00XX.
+            if _grow(out, i - run + 6) < 0:
+                return -1
+            memcpy(out.data + out.size, p + run, i - run)
+            out.size += i - run
             run = i + 1
+            out.data[out.size] = 92  # backslash
             if kind == 1:
-                _reserve(out, 2)
-                out.data[out.size] = 92  # backslash
                 out.data[out.size + 1] = (34 if c == 34 else 92 if c == 92 else
                                           110 if c == 10 else 114 if c == 13 else 116)
                 out.size += 2
             else:
-                _write(out, b"\\u00", 4)
-                _reserve(out, 2)
-                out.data[out.size] = HEX[c >> 4]
-                out.data[out.size + 1] = HEX[c & 15]
-                out.size += 2
+                memcpy(out.data + out.size + 1, b"u00", 3)
+                out.data[out.size + 4] = HEX[c >> 4]
+                out.data[out.size + 5] = HEX[c & 15]
+                out.size += 6
         i += 1
-    _write(out, <const char*>p + run, n - run)
-    _write_char(out, 34)
+    if _grow(out, n - run + 1) < 0:
+        return -1
+    memcpy(out.data + out.size, p + run, n - run)
+    out.size += n - run
+    out.data[out.size] = 34
+    out.size += 1
     return 0
+
+
+cdef enum:
+    NOGIL_BYTES = 16384  # from this size on, work on raw bytes is done with the GIL released
+
+
+cdef int _write_utf8(Buffer* out, const unsigned char* p, Py_ssize_t n) except -1:
+    """A JSON string of n bytes of valid UTF-8; big ones without the GIL (p must stay alive: the
+    caller holds what owns it)."""
+    cdef int failed
+    if n < NOGIL_BYTES:
+        failed = _escape_utf8(out, p, n)
+    else:
+        with nogil:
+            failed = _escape_utf8(out, p, n)
+    if failed:
+        raise MemoryError()
+    return 0
+
+
+cdef inline int _write_string(Buffer* out, str s) except -1:
+    cdef Py_ssize_t n
+    cdef const unsigned char* p = <const unsigned char*>PyUnicode_AsUTF8AndSize(s, &n)
+    return _write_utf8(out, p, n)
 
 
 cdef inline char* _digits_before(char* end, unsigned long long u) noexcept:
@@ -215,6 +266,140 @@ cdef int _write_decimal(Buffer* out, long long m, int d, bint negative) except -
     return _write(out, digits + point, d)
 
 
+# ---------------------------------------------------------------------------
+# Text spans: strings read from the pickle, never made into str unless needed
+# ---------------------------------------------------------------------------
+
+cdef class TextSpan:
+    """A string left in the pickle (declared in _jsontext_cython.pxd)."""
+
+    def __repr__(self):
+        return "TextSpan(%r)" % (span_text(self),)
+
+
+cdef TextSpan text_span(bytes data, Py_ssize_t start, Py_ssize_t size):
+    cdef TextSpan span = TextSpan.__new__(TextSpan)
+    span.data = data
+    span.start = start
+    span.size = size
+    return span
+
+
+cdef str span_text(TextSpan span):
+    return PyUnicode_DecodeUTF8(PyBytes_AS_STRING(span.data) + span.start, span.size, NULL)
+
+
+# Strict UTF-8 by lead byte: the sequence length (0: never a lead; U+0000 counts as invalid here,
+# as spans never hold it) and the range of the second byte (no overlongs, surrogates or code
+# points beyond U+10FFFF: what CPython's strict decoder rejects).
+cdef unsigned char UTF8_LENGTH[256]
+cdef unsigned char UTF8_LOW[256]
+cdef unsigned char UTF8_HIGH[256]
+for _i in range(256):
+    UTF8_LENGTH[_i] = (0 if _i == 0 else 1 if _i < 0x80 else 0 if _i < 0xC2 else 2 if _i < 0xE0
+                       else 3 if _i < 0xF0 else 4 if _i < 0xF5 else 0)
+    UTF8_LOW[_i] = 0xA0 if _i == 0xE0 else 0x90 if _i == 0xF0 else 0x80
+    UTF8_HIGH[_i] = 0x9F if _i == 0xED else 0x8F if _i == 0xF4 else 0xBF
+
+
+cdef inline bint _ascii_word(const unsigned char* p) noexcept nogil:
+    """Are these 8 bytes ASCII without a zero byte?"""
+    cdef uint64_t word, ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL
+    memcpy(&word, p, 8)
+    return (word & highs) == 0 and ((word - ones) & ~word & highs) == 0
+
+
+cdef bint _clean_utf8(const unsigned char* p, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i = 0
+    cdef unsigned char c, k, c1
+    while i < n:
+        c = p[i]
+        k = UTF8_LENGTH[c]
+        if k == 1:
+            i += 1
+            while i + 8 <= n and _ascii_word(p + i):  # an ASCII run: 8 bytes at a time
+                i += 8
+            continue
+        if k == 0 or i + k > n:
+            return False
+        c1 = p[i + 1]
+        if c1 < UTF8_LOW[c] or c1 > UTF8_HIGH[c]:
+            return False
+        if k >= 3 and (p[i + 2] & 0xC0) != 0x80:
+            return False
+        if k == 4 and (p[i + 3] & 0xC0) != 0x80:
+            return False
+        i += k
+    return True
+
+
+cdef bint clean_utf8(const unsigned char* p, Py_ssize_t n):
+    """Is p[:n] what the strict UTF-8 decoder accepts, without U+0000?  Big ones without the GIL."""
+    cdef bint clean
+    if n < NOGIL_BYTES:
+        return _clean_utf8(p, n)
+    with nogil:
+        clean = _clean_utf8(p, n)
+    return clean
+
+
+cdef bint _may_hold_span(object value, int levels):
+    """False when value surely holds no TextSpan: looked at up to levels deep, without allocating."""
+    if type(value) is TextSpan:
+        return True
+    if type(value) is list:
+        if levels == 0:
+            return len(<list>value) != 0
+        for x in <list>value:
+            if _may_hold_span(x, levels - 1):
+                return True
+    elif type(value) is dict:
+        if levels == 0:
+            return len(<dict>value) != 0
+        for x in (<dict>value).values():
+            if _may_hold_span(x, levels - 1):
+                return True
+    return False
+
+
+cpdef object materialized(object value):
+    """value with every TextSpan in it, at any depth, replaced by its str (containers changed in place)."""
+    cdef list todo, keys
+    cdef set seen
+    cdef Py_ssize_t i
+    if type(value) is TextSpan:
+        return span_text(<TextSpan>value)
+    if not _may_hold_span(value, 3):  # most arguments: a class and a few scalars
+        return value
+    todo = [value]
+    seen = {id(value)}
+    while todo:
+        container = todo.pop()
+        if type(container) is list:
+            for i in range(len(<list>container)):
+                x = (<list>container)[i]
+                if type(x) is TextSpan:
+                    (<list>container)[i] = span_text(<TextSpan>x)
+                elif (type(x) is list or type(x) is dict) and id(x) not in seen:
+                    seen.add(id(x))
+                    todo.append(x)
+        else:
+            keys = []
+            for k, x in (<dict>container).items():
+                if type(x) is TextSpan:
+                    keys.append(k)
+                elif (type(x) is list or type(x) is dict) and id(x) not in seen:
+                    seen.add(id(x))
+                    todo.append(x)
+            for k in keys:
+                (<dict>container)[k] = span_text(<TextSpan>(<dict>container)[k])
+    return value
+
+
+# ---------------------------------------------------------------------------
+# Values
+# ---------------------------------------------------------------------------
+
 cdef int _write_value(Buffer* out, object v, Py_ssize_t depth) except -1:
     """Write v; 1 when it holds something only the Python twin writes (nothing is kept then)."""
     cdef Py_ssize_t n
@@ -222,6 +407,9 @@ cdef int _write_value(Buffer* out, object v, Py_ssize_t depth) except -1:
     cdef char* text
     if type(v) is str:
         return _write_string(out, <str>v)
+    if type(v) is TextSpan:
+        return _write_utf8(out, <const unsigned char*>PyBytes_AS_STRING((<TextSpan>v).data) + (<TextSpan>v).start,
+                           (<TextSpan>v).size)
     if type(v) is dict:
         if depth > DEPTH_LIMIT:
             return 1
@@ -265,18 +453,108 @@ cdef int _write_value(Buffer* out, object v, Py_ssize_t depth) except -1:
     return 1
 
 
+cdef Py_UCS4 _max_char(const unsigned char* p, Py_ssize_t n, Py_ssize_t* length) noexcept nogil:
+    """The code point count of valid UTF-8 (in length), and the largest code point's class:
+    127, 255, 0xFFFF or 0x10FFFF, as PyUnicode_New wants it.  Branch-free, so that it vectorizes:
+    the largest byte is a lead byte (a continuation byte is never above its lead)."""
+    cdef Py_ssize_t i, count = 0
+    cdef unsigned char c, top = 0
+    for i in range(n):
+        c = p[i]
+        count += (c & 0xC0) != 0x80
+        top = c if c > top else top
+    length[0] = count
+    return 127 if top < 0x80 else 255 if top < 0xC4 else 0xFFFF if top < 0xF0 else 0x10FFFF
+
+
+ctypedef fused CodeUnit:
+    uint8_t
+    uint16_t
+    uint32_t
+
+
+cdef void _decode_into(const unsigned char* p, Py_ssize_t n, CodeUnit* o) noexcept nogil:
+    """Decode valid UTF-8 into a str's code units (wide enough for every code point in it)."""
+    cdef Py_ssize_t i = 0, j
+    cdef uint64_t word
+    cdef unsigned char b
+    while i < n:
+        b = p[i]
+        if b < 0x80:
+            o[0] = b
+            o += 1
+            i += 1
+            while i + 8 <= n:  # an ASCII run: 8 bytes at a time
+                memcpy(&word, p + i, 8)
+                if word & 0x8080808080808080ULL:
+                    break
+                for j in range(8):
+                    o[j] = p[i + j]
+                o += 8
+                i += 8
+            continue
+        if b < 0xE0:
+            o[0] = <CodeUnit>(((b & 0x1F) << 6) | (p[i + 1] & 0x3F))
+            i += 2
+        elif b < 0xF0:
+            o[0] = <CodeUnit>(((b & 0x0F) << 12) | ((p[i + 1] & 0x3F) << 6) | (p[i + 2] & 0x3F))
+            i += 3
+        else:
+            o[0] = <CodeUnit>(((b & 0x07) << 18) | ((p[i + 1] & 0x3F) << 12) | ((p[i + 2] & 0x3F) << 6)
+                              | (p[i + 3] & 0x3F))
+            i += 4
+        o += 1
+
+
+cdef enum:
+    NOGIL_TEXT_BYTES = 65536  # below, CPython's own decoder (faster on mixed text) makes the str
+
+
+cdef str _text(Buffer* out):
+    """The buffer (valid UTF-8: written from str and checked spans only) as a str; a big one decoded
+    with the GIL released."""
+    cdef const unsigned char* p = <const unsigned char*>out.data
+    cdef Py_ssize_t n = out.size, length
+    cdef Py_UCS4 maxchar
+    cdef str text
+    cdef void* units
+    if n < NOGIL_TEXT_BYTES:
+        return PyUnicode_DecodeUTF8(out.data, n, NULL)
+    with nogil:
+        maxchar = _max_char(p, n, &length)
+    text = PyUnicode_New(length, maxchar)
+    units = PyUnicode_DATA(text)
+    with nogil:
+        if maxchar == 127:
+            memcpy(units, p, n)
+        elif maxchar == 255:
+            _decode_into(p, n, <uint8_t*>units)
+        elif maxchar == 0xFFFF:
+            _decode_into(p, n, <uint16_t*>units)
+        else:
+            _decode_into(p, n, <uint32_t*>units)
+    return text
+
+
 cpdef str pg_json_text(object state, int special):
-    """The compact PostgreSQL JSON text of a decoded state (see ``_jsontext_python.pg_json_text``)."""
+    """The compact PostgreSQL JSON text of a decoded state (see ``_jsontext_python.pg_json_text``);
+    the state may hold TextSpans.
+
+    A state whose only special text is U+0000 is rewritten by the Python twin's
+    ``sanitize_for_pg`` (its strings and keys become ``@ns`` markers) and
+    then written here: what is left is text of the common case.
+    """
     cdef Buffer out
-    if special:
-        return _jsontext_python.pg_json_text(state, special)
+    if special and special != F_NUL:
+        return _jsontext_python.pg_json_text(materialized(state), special)
     out.data = out.inline
     out.size = 0
     out.capacity = INLINE_CAPACITY
     try:
-        if _write_value(&out, state, 0):
-            return _jsontext_python.pg_json_text(state, special)
-        return PyUnicode_DecodeUTF8(out.data, out.size, NULL)
+        written = sanitize_for_pg(materialized(state), surrogates=False) if special else state
+        if _write_value(&out, written, 0):
+            return _jsontext_python.pg_json_text(materialized(state), special)
+        return _text(&out)
     finally:
         if out.data != out.inline:
-            PyMem_Free(out.data)
+            free(out.data)

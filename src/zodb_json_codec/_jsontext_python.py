@@ -56,27 +56,27 @@ def _pg_string(s: str) -> str:
 
 # A lone surrogate wins over U+0000: @su carries both, @ns is plain UTF-8.
 
-def _escaped_text(s: str) -> Any:
-    if not s.isascii() and has_surrogate(s):
+def _escaped_text(s: str, surrogates: bool = True) -> Any:
+    if surrogates and not s.isascii() and has_surrogate(s):
         return {"@su": b64encode(s.encode("utf-8", "surrogatepass"))}
     if "\x00" in s:
         return {"@ns": b64encode(s.encode("utf-8"))}
     return s
 
 
-def _escaped_key(k: str) -> str:
-    if not k.isascii() and has_surrogate(k):
+def _escaped_key(k: str, surrogates: bool = True) -> str:
+    if surrogates and not k.isascii() and has_surrogate(k):
         return "@su:" + b64encode(k.encode("utf-8", "surrogatepass"))
     if "\x00" in k:
         return "@ns:" + b64encode(k.encode("utf-8"))
     return k
 
 
-def _sanitized_leaf(v: Any, pg: bool, integral_floats: bool) -> Any:
+def _sanitized_leaf(v: Any, pg: bool, integral_floats: bool, surrogates: bool) -> Any:
     t = type(v)
     if t is str:
         if pg:
-            return _escaped_text(v)
+            return _escaped_text(v, surrogates)
         return {"@su": b64encode(v.encode("utf-8", "surrogatepass"))} if has_surrogate(v) else v
     if t is float:
         marker = float_marker(v)
@@ -100,7 +100,7 @@ def _sanitized_dict(original: dict, out: dict) -> dict:
     return out
 
 
-def sanitize_for_pg(v: Any, pg: bool = True, integral_floats: bool = False) -> Any:
+def sanitize_for_pg(v: Any, pg: bool = True, integral_floats: bool = False, surrogates: bool = True) -> Any:
     """A copy of v whose strings, keys and floats all survive a jsonb column.
 
     ``pg=False``: only what no JSON text can hold (NaN, infinities, lone
@@ -108,17 +108,22 @@ def sanitize_for_pg(v: Any, pg: bool = True, integral_floats: bool = False) -> A
     from 1e16 up, for the ``decode_zodb_record_for_pg`` dict, which callers
     turn into JSON with ``json.dumps`` (``1e+16``: an integer in jsonb).
     A user dict that the rewriting would turn into a marker
-    (``{"@reduce": nan}``) is written as ``@d``.
+    (``{"@reduce": nan}``) is written as ``@d``.  ``surrogates=False``: the
+    decoder's flags say no text holds a lone surrogate, so none is looked for.
     """
     if pg:
-        key: Any = _escaped_key_or_same
+        key: Any = _escaped_key_or_same if surrogates else _nul_key_or_same
     else:
         key = _surrogate_key_or_same
-    return rebuild_tree(v, lambda x: _sanitized_leaf(x, pg, integral_floats), key, _sanitized_dict)
+    return rebuild_tree(v, lambda x: _sanitized_leaf(x, pg, integral_floats, surrogates), key, _sanitized_dict)
 
 
 def _escaped_key_or_same(k: Any) -> Any:
     return _escaped_key(k) if type(k) is str else k
+
+
+def _nul_key_or_same(k: Any) -> Any:
+    return _escaped_key(k, False) if type(k) is str else k
 
 
 def _surrogate_key_or_same(k: Any) -> Any:
@@ -238,7 +243,7 @@ def pg_json_text(state: Any, special: int, shallow: bool = False) -> str:
             text = _pg_escapes(text)
         return text
     if special & _PG_REWRITE:
-        state = sanitize_for_pg(state)
+        state = sanitize_for_pg(state, surrogates=bool(special & F_SURROGATE))
     out: List[str] = []
     _write_pg(state, out)
     return "".join(out)
