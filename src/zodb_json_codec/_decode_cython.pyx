@@ -1079,9 +1079,11 @@ cdef inline Py_ssize_t _op_binunicode(_Context ctx, const unsigned char* p,
         pos += 1
     if n > end - pos:
         raise _eof(pos)
-    PyList_Append(ctx.stack, _text_value(p, pos, n, start, ctx))
-    pos += n
-    return pos
+    if ctx.text_spans and n >= SPAN_BYTES:
+        PyList_Append(ctx.stack, _text_value(p, pos, n, start, ctx))
+    else:
+        PyList_Append(ctx.stack, _utf8(p + pos, n, start, ctx))
+    return pos + n
 
 
 cdef inline Py_ssize_t _op_binget(_Context ctx, const unsigned char* p,
@@ -1124,16 +1126,31 @@ cdef inline int _op_mark(_Context ctx, Py_ssize_t start) except -1:
 
 
 cdef inline int _op_setitem(_Context ctx, Py_ssize_t start) except -1:
-    if len(ctx.stack) < 3:
+    cdef list stack = ctx.stack
+    if PyList_GET_SIZE(stack) < 3:
         raise _err("pickle stack underflow", start)
-    v = ctx.stack.pop()
-    k = ctx.stack.pop()
+    v = stack.pop()
+    k = stack.pop()
+    target = _top(stack)
     if ctx.spans:
         k = materialized(k)
-        if not _keeps_spans(ctx, _top(ctx.stack), k):
+        if not _keeps_spans(ctx, target, k):
             v = materialized(v)
-    _set_items(ctx, _top(ctx.stack), [k, v], start, "SETITEM")
+    elif _plain_set(ctx, target, k):
+        PyDict_SetItem(<dict>target, k, v)
+        return 0
+    _set_items(ctx, target, [k, v], start, "SETITEM")
     return 0
+
+
+cdef inline bint _plain_set(_Context ctx, object target, object k):
+    """May SETITEM put k into target directly (what _set_items would do, without a list of two)?
+    A plain dict with nothing else to track, a str key not starting with "@", and the dict not
+    one key that could be a marker (set_items checks that first)."""
+    return (type(target) is dict and type(k) is str and not ctx.shared and not ctx.objs and not ctx.dforms
+            and len(<dict>target) != 1
+            and not (PyUnicode_GET_LENGTH(k) > 0 and PyUnicode_READ_CHAR(k, 0) == 64)
+            and not _maybe_marker(<dict>target))
 
 
 cdef inline int _op_appends(_Context ctx, Py_ssize_t start) except -1:
@@ -1490,7 +1507,7 @@ cdef int _op_collect(_Context ctx, Py_ssize_t start, unsigned char op) except -1
     return 0
 
 
-cdef int _op_tuple_n(_Context ctx, Py_ssize_t start, Py_ssize_t n) except -1:
+cdef inline int _op_tuple_n(_Context ctx, Py_ssize_t start, Py_ssize_t n) except -1:
     """TUPLE1, TUPLE2, TUPLE3: the top n values as one tuple."""
     cdef list stack = ctx.stack
     cdef Py_ssize_t size = PyList_GET_SIZE(stack)
@@ -1498,8 +1515,9 @@ cdef int _op_tuple_n(_Context ctx, Py_ssize_t start, Py_ssize_t n) except -1:
     if size < n:
         raise _err("pickle stack underflow", start)
     items = stack[size - n:]
-    del stack[size - n:]
-    PyList_Append(stack, {"@t": items})
+    for _ in range(n - 1):
+        stack.pop()
+    _set_top(stack, {"@t": items})
     return 0
 
 
