@@ -191,6 +191,7 @@ def _load(data: bytes, pos: int, ctx: _Context) -> Tuple[Any, int]:
     end = len(data)
     memo = ctx.memo
     dispatch = _DISPATCH
+    from_bytes = _from_bytes
     start = pos
     try:
         while True:
@@ -207,8 +208,17 @@ def _load(data: bytes, pos: int, ctx: _Context) -> Tuple[Any, int]:
                 memo[data[pos]] = ctx.stack[-1]
                 pos += 1
             elif op == 0x58 and pos + 4 <= end:  # BINUNICODE
-                n = data[pos] | (data[pos + 1] << 8) | (data[pos + 2] << 16) | (data[pos + 3] << 24)
-                pos = _push_text(ctx, data, pos + 4, n, start)
+                n = from_bytes(data[pos:pos + 4], "little")
+                pos += 4 + n
+                if pos > end:
+                    raise _eof(pos - n)
+                try:
+                    s = data[pos - n:pos].decode("utf-8")
+                except UnicodeDecodeError:  # lone surrogates are flagged, anything else an error
+                    s = _decode_utf8(data[pos - n:pos], start, ctx)
+                if "\x00" in s:
+                    ctx.flags |= F_NUL
+                ctx.stack.append(s)
             elif op == 0x2E:  # STOP
                 break
             else:
