@@ -640,19 +640,32 @@ cdef inline int _str(Writer* w, str s) except -1:
     return _str_utf8(w, s)
 
 
+cdef inline Py_ssize_t _text_start(Writer* w) except -1:
+    """Room for a BINUNICODE header, filled by _text_end once the UTF-8 after it is written: its offset."""
+    _reserve(w, 5)
+    w.pos += 5
+    return w.pos - 5
+
+
+cdef inline Py_ssize_t _text_end(Writer* w, Py_ssize_t start) noexcept:
+    """The header at start for the UTF-8 written since: its size; -1 (the text dropped) if over 4 GiB."""
+    cdef Py_ssize_t size = w.pos - start - 5
+    if size >= _U32_LIMIT:
+        w.pos = start
+        return -1
+    w.buf[start] = BINUNICODE
+    _le32(w.buf + start + 1, <uint64_t>size)
+    return size
+
+
 cdef int _str_utf8(Writer* w, str s) except -1:
     cdef Py_ssize_t start, size
     zjc_unicode_ready(s)
-    _reserve(w, 5)
-    start = w.pos
-    w.pos += 5
+    start = _text_start(w)
     _utf8(w, s)
     size = w.pos - start - 5
-    if size >= _U32_LIMIT:
-        w.pos = start
+    if _text_end(w, start) < 0:
         _pack_I(size)  # raises struct.error, as the Python twin
-    w.buf[start] = BINUNICODE
-    _le32(w.buf + start + 1, <uint64_t>size)
     return 0
 
 
@@ -1059,11 +1072,7 @@ cdef int _value(Writer* w, object v, Py_ssize_t depth) except -1:
         _op(w, EMPTY_LIST)
         if PyList_GET_SIZE(v):
             _op(w, MARK)
-            i = 0
-            while i < PyList_GET_SIZE(v):  # as a list iterator
-                x = <object>PyList_GET_ITEM(v, i)  # a reference of our own while code may run
-                _item(w, x, depth + 1)
-                i += 1
+            _list_items(w, <list>v, depth + 1)
             _op(w, APPENDS)
         return 0
     if t is float:
@@ -1087,36 +1096,30 @@ cdef inline int _item(Writer* w, object v, Py_ssize_t depth) except -1:
     return _value(w, v, depth)
 
 
+cdef inline int _list_items(Writer* w, list v, Py_ssize_t depth) except -1:
+    """Each item of v at depth, read as a list iterator reads them: a value's own code may change v."""
+    cdef Py_ssize_t i = 0
+    while i < PyList_GET_SIZE(v):
+        x = <object>PyList_GET_ITEM(v, i)  # a reference of our own while code may run
+        _item(w, x, depth)
+        i += 1
+    return 0
+
+
 cdef int _tuple(Writer* w, object items, Py_ssize_t depth) except -1:
-    cdef Py_ssize_t n, i
-    if type(items) is tuple:  # a snapshot made here (see _flatten)
-        n = PyTuple_GET_SIZE(items)
-        if n == 0:
-            return _op(w, EMPTY_TUPLE)
-        if n > 3:
-            _op(w, MARK)
-        for i in range(n):
-            _item(w, <object>PyTuple_GET_ITEM(items, i), depth + 1)
-        return _op(w, TUPLE1 if n == 1 else TUPLE2 if n == 2 else TUPLE3 if n == 3 else TUPLE)
-    if type(items) is list:
-        n = PyList_GET_SIZE(items)
-        if n == 0:
-            return _op(w, EMPTY_TUPLE)
-        if n > 3:
-            _op(w, MARK)
-        i = 0
-        while i < PyList_GET_SIZE(items):  # as a list iterator
-            x = <object>PyList_GET_ITEM(items, i)  # a reference of our own while code may run
-            _item(w, x, depth + 1)
-            i += 1
-        return _op(w, TUPLE1 if n == 1 else TUPLE2 if n == 2 else TUPLE3 if n == 3 else TUPLE)
-    n = len(items)
+    cdef Py_ssize_t n = len(items), i
     if n == 0:
         return _op(w, EMPTY_TUPLE)
     if n > 3:
         _op(w, MARK)
-    for x in items:
-        _item(w, x, depth + 1)
+    if type(items) is tuple:  # a snapshot made here (see _flatten)
+        for i in range(n):
+            _item(w, <object>PyTuple_GET_ITEM(items, i), depth + 1)
+    elif type(items) is list:
+        _list_items(w, <list>items, depth + 1)
+    else:
+        for x in items:
+            _item(w, x, depth + 1)
     return _op(w, TUPLE1 if n == 1 else TUPLE2 if n == 2 else TUPLE3 if n == 3 else TUPLE)
 
 
@@ -1619,26 +1622,37 @@ cdef int _date_part(const unsigned char* p, Py_ssize_t n, uint8_t* out, Py_ssize
     return 0
 
 
+cdef bint _zoned_call(Writer* w, const char* call, Py_ssize_t call_size, const uint8_t* state,
+                      Py_ssize_t state_size, const unsigned char* p, Py_ssize_t end, Py_ssize_t n) except -1:
+    """A datetime or time: the call (GLOBAL and the state's opcode), the state, and the offset at
+    p[end:n] as a timezone argument if there is one, then REDUCE: True; False (nothing written) when
+    the text there is not an offset _offset reads."""
+    cdef long long total
+    cdef int offset = _offset(p, end, n, &total)
+    if offset < 0:
+        return False
+    _text(w, call, call_size)
+    _raw(w, state, state_size)
+    if offset:
+        _timezone(w, total)
+        _op2(w, TUPLE2, REDUCE)
+    else:
+        _op2(w, TUPLE1, REDUCE)
+    return True
+
+
 cdef int _m_dt(Writer* w, object text, object tz, Py_ssize_t depth) except -1:
     cdef const unsigned char* p
     cdef Py_ssize_t n, end
     cdef uint8_t state[10]
-    cdef long long total
-    cdef int offset
     if tz is None and type(text) is str and PyUnicode_IS_ASCII(text):
         # datetime.datetime(state[, timezone(timedelta(...))]), as _encode_known.datetime_call builds it.
         n = PyUnicode_GET_LENGTH(text)
         p = <const unsigned char*>PyUnicode_DATA(text)
         if (_date_part(p, n, state, &end) == 0 and end < n and p[end] == b"T"
-                and _clock(p, end + 1, n, state + 4, &end) == 0):
-            offset = _offset(p, end, n, &total)
-            if offset >= 0:
-                _text(w, b"cdatetime\ndatetime\nC\n", 21)
-                _raw(w, state, 10)
-                if offset:
-                    _timezone(w, total)
-                    return _op2(w, TUPLE2, REDUCE)
-                return _op2(w, TUPLE1, REDUCE)
+                and _clock(p, end + 1, n, state + 4, &end) == 0
+                and _zoned_call(w, b"cdatetime\ndatetime\nC\n", 21, state, 10, p, end, n)):
+            return 0
     return _call(w, _encode_known.datetime_call(text, tz), depth)
 
 
@@ -1646,21 +1660,13 @@ cdef int _m_time(Writer* w, dict d, Py_ssize_t depth) except -1:
     cdef const unsigned char* p
     cdef Py_ssize_t n, end
     cdef uint8_t state[6]
-    cdef long long total
-    cdef int offset
     text = d["@time"]
     if PyDict_GET_SIZE(d) == 1 and type(text) is str and PyUnicode_IS_ASCII(text):
         n = PyUnicode_GET_LENGTH(text)
         p = <const unsigned char*>PyUnicode_DATA(text)
-        if _clock(p, 0, n, state, &end) == 0:
-            offset = _offset(p, end, n, &total)
-            if offset >= 0:
-                _text(w, b"cdatetime\ntime\nC\x06", 17)
-                _raw(w, state, 6)
-                if offset:
-                    _timezone(w, total)
-                    return _op2(w, TUPLE2, REDUCE)
-                return _op2(w, TUPLE1, REDUCE)
+        if (_clock(p, 0, n, state, &end) == 0
+                and _zoned_call(w, b"cdatetime\ntime\nC\x06", 17, state, 6, p, end, n)):
+            return 0
     return _call(w, _encode_known.time_call(text, d.get("@tz")), depth)
 
 
@@ -2112,16 +2118,11 @@ cdef int _string_payload(Reader* r, Writer* w) except -1:
 
 cdef int _json_string(Reader* r, Writer* w) except -1:
     """BINUNICODE of the string at r.i; r.str_pos/str_size say where its UTF-8 is."""
-    cdef Py_ssize_t start, size
-    _reserve(w, 5)
-    start = w.pos
-    w.pos += 5
+    cdef Py_ssize_t start = _text_start(w), size
     _string_payload(r, w)
-    size = w.pos - start - 5
-    if size >= _U32_LIMIT:
+    size = _text_end(w, start)
+    if size < 0:
         return _bail()
-    w.buf[start] = BINUNICODE
-    _le32(w.buf + start + 1, <uint64_t>size)
     r.str_pos = start + 5
     r.str_size = size
     return 0
@@ -2236,43 +2237,31 @@ cdef int _json_value(Reader* r, Writer* w, Py_ssize_t depth) except -1:
     return _bail()
 
 
-cdef int _json_list(Reader* r, Writer* w, Py_ssize_t depth) except -1:
+cdef inline bint _opened(Reader* r, Writer* w, Py_ssize_t depth, uint8_t empty_op, unsigned char close) except -1:
+    """A list or dict at r.i: its empty_op, then MARK and True if items follow, False if it is empty (read)."""
     if depth > _MAX_DEPTH:
         return _bail()
-    r.i += 1
-    _ws(r)
-    _op(w, EMPTY_LIST)
-    if r.i < r.n and r.p[r.i] == b']':
-        r.i += 1
-        return 0
+    _op(w, empty_op)
+    if _empty(r, close):
+        return False
     _op(w, MARK)
-    while True:
-        _json_value(r, w, depth + 1)
-        _ws(r)
-        if r.i >= r.n:
-            return _bail()
-        if r.p[r.i] == b',':
-            r.i += 1
-            _ws(r)
-        elif r.p[r.i] == b']':
-            r.i += 1
-            return _op(w, APPENDS)
-        else:
-            return _bail()
+    return True
+
+
+cdef int _json_list(Reader* r, Writer* w, Py_ssize_t depth) except -1:
+    if _opened(r, w, depth, EMPTY_LIST, b']'):
+        while True:
+            _json_value(r, w, depth + 1)
+            if not _more(r, b']'):
+                return _op(w, APPENDS)
+    return 0
 
 
 cdef int _json_dict(Reader* r, Writer* w, Py_ssize_t depth) except -1:
     """A dict whose first key does not start with "@": a plain dict (no marker has such a key)."""
     cdef Py_ssize_t serial
-    if depth > _MAX_DEPTH:
-        return _bail()
-    r.i += 1
-    _ws(r)
-    _op(w, EMPTY_DICT)
-    if r.i < r.n and r.p[r.i] == b'}':
-        r.i += 1
+    if not _opened(r, w, depth, EMPTY_DICT, b'}'):
         return 0
-    _op(w, MARK)
     r.serial += 1
     serial = r.serial
     while True:
@@ -2282,23 +2271,11 @@ cdef int _json_dict(Reader* r, Writer* w, Py_ssize_t depth) except -1:
         if r.str_size >= 4 and w.buf[r.str_pos] == 64 and w.buf[r.str_pos + 3] == 58:
             return _bail()       # "@ns:..." / "@su:..." maybe: an escaped key
         _new_key(r, w, serial)
-        _ws(r)
-        if r.i >= r.n or r.p[r.i] != b':':
+        if not _expect(r, b':'):
             return _bail()
-        r.i += 1
-        _ws(r)
         _json_value(r, w, depth + 1)
-        _ws(r)
-        if r.i >= r.n:
-            return _bail()
-        if r.p[r.i] == b',':
-            r.i += 1
-            _ws(r)
-        elif r.p[r.i] == b'}':
-            r.i += 1
+        if not _more(r, b'}'):
             return _op(w, SETITEMS)
-        else:
-            return _bail()
 
 
 # The markers of real records written as they are read: references in the
@@ -2328,6 +2305,26 @@ cdef inline bint _expect(Reader* r, unsigned char c) noexcept:
         _ws(r)
         return True
     return False
+
+
+cdef inline bint _empty(Reader* r, unsigned char close) noexcept:
+    """Past the opening bracket at r.i and whitespace: True, and past close too, if close follows."""
+    r.i += 1
+    _ws(r)
+    if r.i < r.n and r.p[r.i] == close:
+        r.i += 1
+        return True
+    return False
+
+
+cdef inline bint _more(Reader* r, unsigned char close) except -1:
+    """After an item: True past a ',' (and whitespace), False past close; anything else gives up."""
+    if _expect(r, b','):
+        return True
+    if r.i < r.n and r.p[r.i] == close:
+        r.i += 1
+        return False
+    return _bail()
 
 
 cdef inline Py_ssize_t _quoted_run(Reader* r, bint hex_only) noexcept:
@@ -2507,24 +2504,13 @@ cdef int _json_ns(Reader* r, Writer* w) except -1:
 cdef int _json_tuple(Reader* r, Writer* w, Py_ssize_t depth) except -1:
     """The list at r.i written as _tuple writes a list at depth (its items one below): 1."""
     cdef Py_ssize_t start = w.pos, count = 0
-    r.i += 1
-    _ws(r)
     _op(w, MARK)
-    if r.i < r.n and r.p[r.i] == b']':
-        r.i += 1
-    else:
+    if not _empty(r, b']'):
         while True:
             _json_value(r, w, depth + 1)
             count += 1
-            _ws(r)
-            if r.i < r.n and r.p[r.i] == b',':
-                r.i += 1
-                _ws(r)
-            elif r.i < r.n and r.p[r.i] == b']':
-                r.i += 1
+            if not _more(r, b']'):
                 break
-            else:
-                return _bail()
     if count == 0:
         w.pos = start
         return _op(w, EMPTY_TUPLE) + 1
@@ -2552,12 +2538,8 @@ cdef int _json_kv_state(Reader* r, Writer* w, int is_tree) except -1:
     if not _at_key(r, b'"@kv"', 5) or r.i >= r.n or r.p[r.i] != b'[':
         r.i = save_i
         return 0
-    r.i += 1
-    _ws(r)
     _op(w, MARK)
-    if r.i < r.n and r.p[r.i] == b']':
-        r.i += 1
-    else:
+    if not _empty(r, b']'):
         while True:
             if r.i >= r.n or r.p[r.i] != b'[':
                 return _bail()
@@ -2570,14 +2552,8 @@ cdef int _json_kv_state(Reader* r, Writer* w, int is_tree) except -1:
             if not _expect(r, b']'):
                 return _bail()
             pairs += 1
-            if r.i < r.n and r.p[r.i] == b',':
-                r.i += 1
-                _ws(r)
-            elif r.i < r.n and r.p[r.i] == b']':
-                r.i += 1
+            if not _more(r, b']'):
                 break
-            else:
-                return _bail()
     # The tuple of the flattened pairs: MARK only for more than three items.
     if pairs == 0:
         w.pos = start
@@ -2697,54 +2673,27 @@ cdef object _json_build(Reader* r, Py_ssize_t level):
 
 cdef list _build_list(Reader* r, Py_ssize_t level):
     cdef list out = []
-    r.i += 1
-    _ws(r)
-    if r.i < r.n and r.p[r.i] == b']':
-        r.i += 1
+    if _empty(r, b']'):
         return out
     while True:
         out.append(_json_build(r, level + 1))
-        _ws(r)
-        if r.i >= r.n:
-            _bail()
-        if r.p[r.i] == b',':
-            r.i += 1
-            _ws(r)
-        elif r.p[r.i] == b']':
-            r.i += 1
+        if not _more(r, b']'):
             return out
-        else:
-            _bail()
 
 
 cdef dict _build_dict(Reader* r, Py_ssize_t level):
     cdef dict out = {}
-    r.i += 1
-    _ws(r)
-    if r.i < r.n and r.p[r.i] == b'}':
-        r.i += 1
+    if _empty(r, b'}'):
         return out
     while True:
         if r.i >= r.n or r.p[r.i] != 34:
             _bail()
         key = _json_build(r, level + 1)
-        _ws(r)
-        if r.i >= r.n or r.p[r.i] != b':':
+        if not _expect(r, b':'):
             _bail()
-        r.i += 1
-        _ws(r)
         out[key] = _json_build(r, level + 1)
-        _ws(r)
-        if r.i >= r.n:
-            _bail()
-        if r.p[r.i] == b',':
-            r.i += 1
-            _ws(r)
-        elif r.p[r.i] == b'}':
-            r.i += 1
+        if not _more(r, b'}'):
             return out
-        else:
-            _bail()
 
 
 cdef object _json_top(Writer* w, const unsigned char* p, Py_ssize_t n, bint check_utf8, int btree):
@@ -2808,47 +2757,45 @@ cdef const unsigned char* _utf8_of(object text, Py_ssize_t* n) except? NULL:
     return <const unsigned char*>zjc_utf8(text, n)  # NULL: lone surrogates
 
 
-cdef bytes _record_from_text(str module, str name, object text, bint check_utf8):
+cdef object _from_text(object text, bint check_utf8, str module, str name):
+    """The pickle of JSON text, read in one pass: a record's (module and name given) or one pickle's
+    (module None).  None: lone surrogates in a str (the normative path says so); (value,): the state
+    is a marker with rules of its own, built, not written."""
     cdef unsigned char stack[_STACK_BUFFER]
     cdef Writer w
     cdef Py_ssize_t n = 0
     cdef const unsigned char* p = _utf8_of(text, &n)
     if p == NULL:
         return None
-    _init_sized(&w, stack, True, n + n // 8 + 256)
+    _init_sized(&w, stack, module is not None, n + n // 8 + 256)
     try:
         _op2(&w, PROTO, 3)
-        _str(&w, module)
-        _str(&w, name)
-        _text(&w, b"\x86N\x86.\x80\x03", 6)     # TUPLE2, no args, TUPLE2, STOP, PROTO 3
-        built = _json_top(&w, p, n, check_utf8, _btree_class(module, name))
+        if module is not None:
+            _str(&w, module)
+            _str(&w, name)
+            _text(&w, b"\x86N\x86.\x80\x03", 6)     # TUPLE2, no args, TUPLE2, STOP, PROTO 3
+        built = _json_top(&w, p, n, check_utf8, -1 if module is None else _btree_class(module, name))
         if built is not None:
-            record = {"@cls": [module, name], "@s": built[0]}
-            return encode_zodb_record(record)
+            return built
         _op(&w, STOP)
         return _result(&w)
     finally:
         _release(&w)
+
+
+cdef bytes _record_from_text(str module, str name, object text, bint check_utf8):
+    result = _from_text(text, check_utf8, module, name)
+    if type(result) is tuple:
+        return encode_zodb_record({"@cls": [module, name], "@s": result[0]})
+    return result
 
 
 cdef bytes _pickle_from_text(object text):
-    cdef unsigned char stack[_STACK_BUFFER]
-    cdef Writer w
-    cdef Py_ssize_t n = 0
-    cdef const unsigned char* p = _utf8_of(text, &n)
-    if p == NULL:
-        return None
-    _init_sized(&w, stack, False, n + n // 8 + 256)
-    try:
-        _op2(&w, PROTO, 3)
-        built = _json_top(&w, p, n, False, -1)
-        if built is not None:
-            verbatim = _verbatim(built[0])
-            return verbatim if verbatim is not None else _pickle(built[0])
-        _op(&w, STOP)
-        return _result(&w)
-    finally:
-        _release(&w)
+    result = _from_text(text, False, None, None)
+    if type(result) is tuple:
+        verbatim = _verbatim(result[0])
+        return verbatim if verbatim is not None else _pickle(result[0])
+    return result
 
 
 def encode_zodb_record_from_pg_json(class_mod, class_name, state_json):
