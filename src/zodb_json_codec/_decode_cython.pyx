@@ -581,16 +581,21 @@ cdef object _fixed_offset(object tz, _Context ctx):
     return buf[:n].decode("ascii")
 
 
+cdef inline int _state_bytes(object item, unsigned char* raw, Py_ssize_t size) except -1:
+    """The @b state of a datetime or date call into raw: 1 if it is size bytes; -2 when
+    _decode_known must decide (_b64_small's -2); 0 when it is not such a state."""
+    cdef Py_ssize_t got = _b64_small(item, raw, size)
+    return 1 if got == size else -2 if got == -2 else 0
+
+
 cdef object _datetime_marker(list items, _Context ctx):
     cdef unsigned char raw[10]
     cdef Py_ssize_t n = len(items)
     if n != 1 and n != 2:
         return None
-    cdef Py_ssize_t size = _b64_small(items[0], raw, 10)
-    if size == -1:
-        return None
-    if size != 10:
-        return _UNSURE if size == -2 else None
+    cdef int state = _state_bytes(items[0], raw, 10)
+    if state != 1:
+        return _UNSURE if state == -2 else None
     cdef int year = raw[0] << 8 | raw[1]
     cdef int month = raw[2], day = raw[3], hour = raw[4], minute = raw[5], second = raw[6]
     cdef int us = raw[7] << 16 | raw[8] << 8 | raw[9]
@@ -623,11 +628,9 @@ cdef object _date_marker(list items):
     cdef unsigned char raw[4]
     if len(items) != 1:
         return None
-    cdef Py_ssize_t size = _b64_small(items[0], raw, 4)
-    if size == -1:
-        return None
-    if size != 4:
-        return _UNSURE if size == -2 else None
+    cdef int state = _state_bytes(items[0], raw, 4)
+    if state != 1:
+        return _UNSURE if state == -2 else None
     cdef int year = raw[0] << 8 | raw[1], month = raw[2], day = raw[3]
     if not (1 <= year and 1 <= month <= 12 and 1 <= day <= 31):
         return None
