@@ -250,51 +250,42 @@ def pg_json_text(state: Any, special: int, shallow: bool = False) -> str:
 
 
 def _write_pretty(root: Any, out: List[str]) -> None:
+    """Indented text (2 spaces, keys sorted) from a work list of texts to write and
+    (value, indentation) pairs to expand: no recursion, whatever the depth."""
     ap = out.append
-    stack: list = []
-    it: Any = iter((root,))
-    is_dict = False
-    close = ""
-    inner = "\n"  # newline and indentation of the items being written
-    container: Any = None  # the dict whose sorted keys `it` gives
-    while True:
-        for v in it:
-            if is_dict:
-                ap(inner + encode_basestring(v) + ": ")
-                v = container[v]
-            elif stack:
-                ap(inner)
-            t = type(v)
-            if t is str:
-                ap(encode_basestring(v))
-            elif t is dict or t is list:
-                empty = _empty_text(v, t, len(stack))
-                if empty is not None:
-                    ap(empty)
-                else:
-                    stack.append((it, is_dict, close, container))
-                    close = inner + ("}" if t is dict else "]")
-                    inner += "  "
-                    if t is dict:
-                        ap("{")
-                        container, it, is_dict = v, iter(sorted(v)), True
-                    else:
-                        ap("[")
-                        it, is_dict = iter(v), False
-                    break
-            elif t is int:
-                ap(str(v))
+    work: list = [(root, "\n")]
+    while work:
+        item = work.pop()
+        if type(item) is str:
+            ap(item)
+            continue
+        v, indent = item
+        t = type(v)
+        if t is str:
+            ap(encode_basestring(v))
+        elif t is dict or t is list:
+            empty = _empty_text(v, t, len(indent) // 2)  # the containers open around v
+            if empty is not None:
+                ap(empty)
+                continue
+            inner = indent + "  "
+            if t is dict:
+                ap("{")
+                work.append(indent + "}")
+                keys = sorted(v)
+                for i in range(len(keys) - 1, -1, -1):  # pushed last to first: written first to last
+                    work.append((v[keys[i]], inner))
+                    work.append(("," if i else "") + inner + encode_basestring(keys[i]) + ": ")
             else:
-                ap(_scalar_text(v, True, False))
-            ap(",")
+                ap("[")
+                work.append(indent + "]")
+                for i in range(len(v) - 1, -1, -1):
+                    work.append((v[i], inner))
+                    work.append(("," if i else "") + inner)
+        elif t is int:
+            ap(str(v))
         else:
-            if not stack:
-                out.pop()  # the root's ","
-                return
-            out[-1] = close
-            inner = close[:-1]
-            it, is_dict, close, container = stack.pop()
-            ap(",")
+            ap(_scalar_text(v, True, False))
 
 
 # Decoder flags of what no JSON text can hold (lone surrogates, NaN,
