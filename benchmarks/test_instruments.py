@@ -238,3 +238,14 @@ def test_pg_part_without_a_server_is_an_error(capsys):
 def test_generated_sets_are_among_the_report_sets():
     assert set(largetext.NAMES) <= set(datasets.NAMES)
     assert Path(datasets.generated_path("large_strings")).exists()
+
+
+# -- instructions.py -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("op", ["decode", "pg_json", "encode"])
+def test_instructions_inner_run_works_through_the_set(op):
+    import instructions
+
+    assert instructions._work("nested_dict", op, "python", 2) == 1
+    assert instructions._work("wikipedia", op, "python", 0) == len(list(datasets.load("wikipedia")))
