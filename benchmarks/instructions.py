@@ -16,6 +16,7 @@ import are not in it.  Needs valgrind.
 
 import argparse
 import importlib
+import os
 import re
 import subprocess
 import sys
@@ -53,7 +54,8 @@ def _count(args, repeat):
     """Instructions of a callgrind run of this script doing repeat rounds."""
     command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__,
                args.set, args.op, "--twin", args.twin, "--repeat", str(repeat), "--inner"]
-    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    env = dict(os.environ, PYTHONHASHSEED="0")  # str hashes, and so dict probing, the same in every run
+    done = subprocess.run(command, capture_output=True, text=True, check=True, env=env)
     found = re.search(r"refs:\s+([\d,]+)", done.stderr)
     if not found:
         raise SystemExit(f"no instruction count in valgrind's output:\n{done.stderr[-2000:]}")
