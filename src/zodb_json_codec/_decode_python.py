@@ -36,6 +36,7 @@ from ._jsontext_python import pg_json_text, pretty_json_text, sanitize_for_pg
 _from_bytes = int.from_bytes
 _b2a = binascii.b2a_base64
 _unpack_double = struct.Struct(">d").unpack_from
+_unpack_u32 = struct.Struct("<I").unpack_from
 
 class _Context:
     """Per-call decoding state (no module-level mutable state: thread safe)."""
@@ -191,7 +192,7 @@ def _load(data: bytes, pos: int, ctx: _Context) -> Tuple[Any, int]:
     end = len(data)
     memo = ctx.memo
     dispatch = _DISPATCH
-    from_bytes = _from_bytes
+    unpack_u32 = _unpack_u32
     start = pos
     try:
         while True:
@@ -209,7 +210,7 @@ def _load(data: bytes, pos: int, ctx: _Context) -> Tuple[Any, int]:
                 memo[data[pos]] = ctx.stack[-1]
                 pos += 1
             elif op == 0x58 and pos + 4 <= end:  # BINUNICODE
-                n = from_bytes(data[pos:pos + 4], "little")
+                n = unpack_u32(data, pos)[0]
                 pos += 4 + n
                 if pos > end:
                     raise _eof(pos - n)
