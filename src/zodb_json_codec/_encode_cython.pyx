@@ -838,7 +838,7 @@ cdef int _key(object k) noexcept:
     return _key_of(<const char*>PyUnicode_DATA(k), PyUnicode_GET_LENGTH(k))
 
 
-cdef int _key_of(const char* p, Py_ssize_t n) noexcept:
+cdef inline int _key_of(const char* p, Py_ssize_t n) noexcept:
     """The Key of the n bytes at p ("@" and the letters), or -1 if they are not one of them.
 
     A hash of (length, first and last letter) picks the one candidate, a
@@ -856,9 +856,18 @@ cdef int _key_of(const char* p, Py_ssize_t n) noexcept:
         key = _key_slot[slot]
         if key < 0:
             return -1
-        if _key_length[key] == m and memcmp(_key_text[key], p, m) == 0:
+        if _key_length[key] == m and _same_bytes(_key_text[key], p, m):
             return key
         slot = (slot + 1) & (_SLOTS - 1)
+
+
+cdef inline bint _same_bytes(const char* a, const char* b, Py_ssize_t n) noexcept:
+    """memcmp(a, b, n) == 0 for the few letters of a key, without a call."""
+    cdef Py_ssize_t i
+    for i in range(n):
+        if a[i] != b[i]:
+            return False
+    return True
 
 
 # One-key markers: the Kind of each key and what its value must be.
