@@ -856,18 +856,9 @@ cdef inline int _key_of(const char* p, Py_ssize_t n) noexcept:
         key = _key_slot[slot]
         if key < 0:
             return -1
-        if _key_length[key] == m and _same_bytes(_key_text[key], p, m):
+        if _key_length[key] == m and _same(_key_text[key], p, m):  # a loop: a memcmp call costs more
             return key
         slot = (slot + 1) & (_SLOTS - 1)
-
-
-cdef inline bint _same_bytes(const char* a, const char* b, Py_ssize_t n) noexcept:
-    """memcmp(a, b, n) == 0 for the few letters of a key, without a call."""
-    cdef Py_ssize_t i
-    for i in range(n):
-        if a[i] != b[i]:
-            return False
-    return True
 
 
 # One-key markers: the Kind of each key and what its value must be.
@@ -1010,6 +1001,7 @@ cdef inline PyObject* _ref_payload(object v) noexcept:
 
 
 cdef inline bint _same(const char* a, const char* b, Py_ssize_t n) noexcept:
+    """memcmp(a, b, n) == 0 for a few bytes, without a call."""
     cdef Py_ssize_t i
     for i in range(n):
         if a[i] != b[i]:
