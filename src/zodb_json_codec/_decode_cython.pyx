@@ -1109,8 +1109,10 @@ cdef inline Py_ssize_t _op_binint1(_Context ctx, const unsigned char* p,
 
 
 cdef inline int _op_setitems(_Context ctx, Py_ssize_t start) except -1:
-    cdef list items
-    items = _pop_mark(ctx, start, "SETITEMS")
+    if not ctx.metastack:  # _pop_mark, written out: gcc leaves that call in the hottest handlers
+        raise _err("pickle stack underflow (no MARK for SETITEMS)", start)
+    cdef list items = ctx.stack
+    ctx.stack = ctx.metastack.pop()
     if not ctx.stack:
         raise _err("pickle stack underflow", start)
     if ctx.spans:
@@ -1157,8 +1159,10 @@ cdef inline bint _plain_set(_Context ctx, object target, object k):
 
 
 cdef inline int _op_appends(_Context ctx, Py_ssize_t start) except -1:
-    cdef list items
-    items = _pop_mark(ctx, start, "APPENDS")
+    if not ctx.metastack:  # _pop_mark, written out: gcc leaves that call in the hottest handlers
+        raise _err("pickle stack underflow (no MARK for APPENDS)", start)
+    cdef list items = ctx.stack
+    ctx.stack = ctx.metastack.pop()
     if not ctx.stack:
         raise _err("pickle stack underflow", start)
     _append(ctx, _top(ctx.stack), items, start, "APPENDS")
