@@ -20,6 +20,7 @@ tagged ``py3-none-any``, never with a platform.  (An editable install's
 wheel, which only points at the source tree, keeps setuptools' tag.)
 """
 
+import contextlib
 import importlib.util
 import os
 import sys
@@ -55,6 +56,13 @@ else:
     HAVE_CYTHON = True
 
 
+#: gcc's default limits on how much inlining may grow a unit or a function
+#: leave some of the Cython twins' small ``cdef inline`` opcode handlers and
+#: writer steps as calls inside their hot loops (their modules are large);
+#: these let it inline them (docs/design.md, "Build flags", says what they buy).
+GCC_INLINING_FLAGS = ["--param=inline-unit-growth=200", "--param=large-function-growth=400"]
+
+
 class CythonTwinsUnavailable(RuntimeError):
     """The Cython twins are required (ZODB_JSON_CODEC_PURE_PYTHON=0 or ZODB_JSON_CODEC_REQUIRE_EXT=1) but cannot be built."""
 
@@ -68,6 +76,30 @@ def fall_back(reason):
         f"for the Cython twins, {SWITCH.HOW_TO_COMPILE}",
         file=sys.stderr,
     )
+
+
+@contextlib.contextmanager
+def _silenced():
+    """Our output and that of the processes we start (the compiler) go to the null device."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        saved = [os.dup(1), os.dup(2)]
+    except OSError:  # no such descriptors: nothing to silence
+        yield
+        return
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1)
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in saved:
+            os.close(fd)
 
 
 # With Cython, setuptools' build_ext is Cython's: it cythonizes inside build_extension.
@@ -95,6 +127,9 @@ class all_or_nothing_build_ext(build_ext):
             compiler = (getattr(self.compiler, "compiler_so", None) or [type(self.compiler).__name__])[0]
             self._give_up(f"there is no working C compiler ({compiler!r} cannot compile a file that includes Python.h)")
             return
+        flags = self._inlining_flags()
+        for ext in self.extensions:
+            ext.extra_compile_args = list(ext.extra_compile_args or []) + flags
         super().build_extensions()
         missing = [ext.name for ext in self.extensions if not os.path.exists(self.get_ext_fullpath(ext.name))]
         if missing:
@@ -115,6 +150,21 @@ class all_or_nothing_build_ext(build_ext):
             with open(probe, "w") as f:
                 f.write("#include <Python.h>\nint zjc_probe(void) { return 0; }\n")
             self.compiler.compile([probe], output_dir=tmp)
+
+    def _inlining_flags(self):
+        """GCC_INLINING_FLAGS if the compiler takes them without a warning (gcc does; clang and MSVC do not)."""
+        if self.compiler.compiler_type != "unix":
+            return []
+        with tempfile.TemporaryDirectory() as tmp:
+            probe = os.path.join(tmp, "inlining.c")
+            with open(probe, "w") as f:
+                f.write("int zjc_inlining_probe(void) { return 0; }\n")
+            try:
+                with _silenced():  # clang's "argument unused" error would read as a failed build
+                    self.compiler.compile([probe], output_dir=tmp, extra_postargs=GCC_INLINING_FLAGS + ["-Werror"])
+            except Exception:  # CompileError: these --param names are gcc's own
+                return []
+        return GCC_INLINING_FLAGS
 
     def _give_up(self, reason):
         fall_back(reason)
