@@ -20,8 +20,9 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_GetItem, PyDict_Next, PyDict_SetItem
 from cpython.list cimport PyList_Append, PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.long cimport PyLong_FromLongLong
+from cpython.exc cimport PyErr_Clear, PyErr_ExceptionMatches
 from cpython.object cimport PyObject
-from cpython.unicode cimport PyUnicode_DecodeUTF8
+from cpython.ref cimport Py_DECREF
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.string cimport memchr, memcpy
 from libc.math cimport fabs, isinf, isnan, signbit
@@ -42,6 +43,8 @@ from ._jsontext_python import pretty_json_text, sanitize_for_pg
 
 cdef extern from "Python.h":
     ctypedef unsigned char Py_UCS1
+    # PyUnicode_DecodeUTF8 without Cython's error check: NULL with the error set
+    PyObject* _decode_utf8 "PyUnicode_DecodeUTF8"(const char* s, Py_ssize_t size, const char* errors)
     object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
     Py_UCS1* PyUnicode_1BYTE_DATA(object o)
     Py_ssize_t PyUnicode_GET_LENGTH(object o)
@@ -74,6 +77,10 @@ cdef object _from_bytes = int.from_bytes
 
 # Not tracked by the cycle collector: no decoded value ever refers to it.
 @cython.no_gc
+# Not tracked by the cycle collector (no decoded value refers to a context), and
+# a few kept for reuse: one is made and dropped per call.
+@cython.no_gc
+@cython.freelist(8)
 cdef class _Context:
     """Per-call decoding state (no module-level mutable state: thread safe)."""
 
@@ -149,19 +156,33 @@ cdef inline object _real(_Context ctx, object v):
 
 cdef str _utf8(const unsigned char* p, Py_ssize_t n, Py_ssize_t start, _Context ctx):
     """Text of n UTF-8 bytes; lone surrogates (surrogatepass) are flagged, anything else invalid."""
-    cdef str s
     if n and memchr(p, 0, n) != NULL:
         ctx.flags |= F_NUL
-    try:
-        return PyUnicode_DecodeUTF8(<const char*>p, n, NULL)
-    except UnicodeDecodeError:
-        pass
-    try:
-        s = PyUnicode_DecodeUTF8(<const char*>p, n, "surrogatepass")
-    except UnicodeDecodeError:
-        raise _err("invalid UTF-8 in pickle string", start) from None
-    ctx.flags |= F_SURROGATE
-    return s
+    # No try/except: a try block saves and restores the exception state, a cost on every string.
+    cdef PyObject* s = _decode_utf8(<const char*>p, n, NULL)
+    if s == NULL:
+        _clear_decode_error()
+        s = _decode_utf8(<const char*>p, n, "surrogatepass")
+        if s == NULL:
+            _clear_decode_error()
+            raise _err("invalid UTF-8 in pickle string", start)
+        ctx.flags |= F_SURROGATE
+    return _owned(s)
+
+
+cdef inline int _clear_decode_error() except -1:
+    """Forget the UnicodeDecodeError just raised; any other error (MemoryError) goes on."""
+    if not PyErr_ExceptionMatches(UnicodeDecodeError):
+        return -1
+    PyErr_Clear()
+    return 0
+
+
+cdef inline str _owned(PyObject* s):
+    """The str of a new reference (Cython's cast adds one: give it back)."""
+    cdef str result = <str>s
+    Py_DECREF(result)
+    return result
 
 
 # The base64 text of every 12-bit value: two characters per lookup.
@@ -1014,11 +1035,12 @@ cdef inline void _set_top(list stack, object value):
 cdef str _line_text(bytes data, const unsigned char* p, Py_ssize_t a, Py_ssize_t b, Py_ssize_t start,
                     _Context ctx):
     """line_utf8(data[a:b]): in C when the line is plain valid UTF-8."""
+    cdef PyObject* s
     if memchr(p + a, 0, b - a) == NULL:
-        try:
-            return PyUnicode_DecodeUTF8(<const char*>(p + a), b - a, NULL)
-        except UnicodeDecodeError:
-            pass
+        s = _decode_utf8(<const char*>(p + a), b - a, NULL)
+        if s != NULL:
+            return _owned(s)
+        _clear_decode_error()
     return line_utf8(data[a:b], start, ctx)
 
 
