@@ -455,6 +455,20 @@ def test_records_with_large_texts(twins):
     assert not found, found.report()
 
 
+def test_short_strings_with_an_escape_anywhere(twins):
+    """Strings of 0-20 characters with one character that needs escaping (or a non-ASCII one) at
+    every position, as keys and as values: the Cython writer copies short strings word by word."""
+    texts = [""] + ["a" * n for n in range(1, 21)]
+    for n in range(1, 21):
+        for at in range(n):
+            for odd in ('"', "\\", "\n", "\x01", "\x1f", "\x7f", "\xe9", "\u20ac", "\U0001f600"):
+                texts.append("a" * at + odd + "b" * (n - at - 1))
+    state = {"values": texts, "keys": {t: len(t) for t in texts}}
+    found = Differences()
+    compare_record(twins, pickle.dumps(("m", "C"), 3) + pickle.dumps(state, 3), found, "short strings")
+    assert not found, found.report()
+
+
 def test_records_as_zodb_writes_them(twins):
     # The property tests' own records (zodbpickle, one memo for both pickles,
     # persistent references, application objects), compared here.
