@@ -57,10 +57,12 @@ else:
 
 
 #: gcc's default limits on how much inlining may grow a unit or a function
-#: leave some of the Cython twins' small ``cdef inline`` opcode handlers and
-#: writer steps as calls inside their hot loops (their modules are large);
-#: these let it inline them (docs/design.md, "Build flags", says what they buy).
+#: leave some of the Cython decoder's small ``cdef inline`` opcode handlers as
+#: calls inside its hot loop (the module is large); these let it inline them.
+#: Only the decoder: the encoder ran fewer instructions with them but took
+#: more time (docs/design.md, "Build flags", says what they buy and cost).
 GCC_INLINING_FLAGS = ["--param=inline-unit-growth=200", "--param=large-function-growth=400"]
+INLINED_EXTENSIONS = {"zodb_json_codec._decode_cython"}
 
 
 class CythonTwinsUnavailable(RuntimeError):
@@ -129,7 +131,8 @@ class all_or_nothing_build_ext(build_ext):
             return
         flags = self._inlining_flags()
         for ext in self.extensions:
-            ext.extra_compile_args = list(ext.extra_compile_args or []) + flags
+            if ext.name in INLINED_EXTENSIONS:
+                ext.extra_compile_args = list(ext.extra_compile_args or []) + flags
         super().build_extensions()
         missing = [ext.name for ext in self.extensions if not os.path.exists(self.get_ext_fullpath(ext.name))]
         if missing:
