@@ -75,8 +75,6 @@ cdef const char* B64_ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrst
 cdef object _from_bytes = int.from_bytes
 
 
-# Not tracked by the cycle collector: no decoded value ever refers to it.
-@cython.no_gc
 # Not tracked by the cycle collector (no decoded value refers to a context), and
 # a few kept for reuse: one is made and dropped per call.
 @cython.no_gc
