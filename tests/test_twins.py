@@ -457,7 +457,7 @@ def test_records_with_large_texts(twins):
 
 def test_short_strings_with_an_escape_anywhere(twins):
     """Strings of 0-20 characters with one character that needs escaping (or a non-ASCII one) at
-    every position, as keys and as values: the Cython writer copies short strings word by word."""
+    every position, as keys and as values: the Cython JSON writer and encoder copy short strings word by word."""
     texts = [""] + ["a" * n for n in range(1, 21)]
     for n in range(1, 21):
         for at in range(n):
@@ -466,6 +466,23 @@ def test_short_strings_with_an_escape_anywhere(twins):
     state = {"values": texts, "keys": {t: len(t) for t in texts}}
     found = Differences()
     compare_record(twins, pickle.dumps(("m", "C"), 3) + pickle.dumps(state, 3), found, "short strings")
+    assert not found, found.report()
+
+
+def test_record_keys_and_names_that_look_alike(twins):
+    """encode_zodb_record reads "@cls" and "@s" by comparing bytes and tests for an empty module and
+    name by length: keys one letter off, non-ASCII, extra or missing, and empty names of str subclasses."""
+    keys = ["@cls", "@s", "@cl", "@clss", "@clt", "@CLS", "@S", "@sx", "@", "s", "cls", "@cl\xe9", "@\u0161", 1]
+    found = Differences()
+    for first in keys:
+        for second in keys:
+            record = {first: ["m", "C"], second: {"a": 1}}
+            encode_both(twins, "encode_zodb_record", record, found, repr(record))
+    state = {"@obj": {"@cls": ["m", "C"]}, "@state": {"a": 1}}
+    for module in ("", SubStr(""), OddStr(""), "m"):
+        for name in ("", SubStr(""), OddStr("")):
+            record = {"@cls": [module, name], "@s": state}
+            encode_both(twins, "encode_zodb_record", record, found, repr(record))
     assert not found, found.report()
 
 

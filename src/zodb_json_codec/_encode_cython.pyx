@@ -634,10 +634,33 @@ cdef inline int _str(Writer* w, str s) except -1:
         o = w.buf + w.pos
         o[0] = BINUNICODE
         _le32(o + 1, <uint64_t>n)
-        memcpy(o + 5, PyUnicode_DATA(s), <size_t>n)
+        _copy(o + 5, <const unsigned char*>PyUnicode_DATA(s), n)
         w.pos += n + 5
         return 0
     return _str_utf8(w, s)
+
+
+cdef inline void _copy(unsigned char* to, const unsigned char* p, Py_ssize_t n) noexcept:
+    """memcpy(to, p, n); up to 16 bytes (most keys and many values) with two fixed-size moves that may
+    overlap, which compile to a few instructions where the call costs more than the copy."""
+    cdef uint64_t head, tail
+    cdef uint32_t head4, tail4
+    if n > 16:
+        memcpy(to, p, <size_t>n)
+    elif n >= 8:
+        memcpy(&head, p, 8)
+        memcpy(&tail, p + n - 8, 8)
+        memcpy(to, &head, 8)
+        memcpy(to + n - 8, &tail, 8)
+    elif n >= 4:
+        memcpy(&head4, p, 4)
+        memcpy(&tail4, p + n - 4, 4)
+        memcpy(to, &head4, 4)
+        memcpy(to + n - 4, &tail4, 4)
+    else:
+        while n > 0:
+            n -= 1
+            to[n] = p[n]
 
 
 cdef inline Py_ssize_t _text_start(Writer* w) except -1:
@@ -1819,23 +1842,33 @@ cdef inline bint _is_exact_cls(object cls) noexcept:
             and type(<object>PyList_GET_ITEM(cls, 1)) is str)
 
 
+cdef inline bint _is_text(object k, const char* text, Py_ssize_t n) noexcept:
+    """The exact str k is the n ASCII bytes at text (a compare the compiler unrolls; _key hashes)."""
+    return PyUnicode_IS_ASCII(k) and PyUnicode_GET_LENGTH(k) == n and _same(<const char*>PyUnicode_DATA(k), text, n)
+
+
+cdef inline bint _is_empty(object s) except -1:
+    """s == "" (a str subclass compares itself)."""
+    if type(s) is str:
+        return PyUnicode_GET_LENGTH(s) == 0
+    return s == ""
+
+
 cdef bint _record_items(dict d, PyObject** cls, PyObject** state) noexcept:
     """d.get("@cls"), d.get("@s") (borrowed, NULL if absent), True if found so:
     a look at the few keys of a record beats hashing."""
     cdef Py_ssize_t pos = 0
     cdef PyObject* k
     cdef PyObject* v
-    cdef int key
     cls[0] = NULL
     state[0] = NULL
     if PyDict_GET_SIZE(d) <= 4:
         while PyDict_Next(d, &pos, &k, &v):
             if type(<object>k) is not str:
                 break  # it might still equal one of them: look them up
-            key = _key(<object>k)
-            if key == KEY_CLS:
+            if _is_text(<object>k, b"@cls", 4):
                 cls[0] = v
-            elif key == KEY_S:
+            elif _is_text(<object>k, b"@s", 2):
                 state[0] = v
         else:
             return True
@@ -1862,7 +1895,7 @@ def encode_zodb_record(obj):
     verbatim = _verbatim(state)
     if verbatim is not None:
         return verbatim
-    if module == "" and name == "" and _known.is_object_record_state(state):
+    if _is_empty(module) and _is_empty(name) and _known.is_object_record_state(state):
         return _pickle((<dict>state)["@obj"], True) + _pickle((<dict>state)["@state"], True)
     args = None
     if (type(state) is dict and PyDict_GET_SIZE(state) == 2 and "@args" in <dict>state
