@@ -486,6 +486,24 @@ def test_record_keys_and_names_that_look_alike(twins):
     assert not found, found.report()
 
 
+# Names at the edges of the compiled twins' byte compares (_classnames.btree_bits) and NUL search.
+EDGE_CLASSES = [(m, n) for m in ("BTrees.", "BTrees.Length", "BTrees.Lengthy", "BTrees.Lengt", "BTrees.OOBTree",
+                                 "BTrees.\xe9", "BTrees.\u4e2d", "BTrees", "btrees.OOBTree", "XBTrees.OOBTree")
+                 for n in ("BTree", "OOBTree", "Bucket", "TreeSet", "Set", "Length", "S", "", "\xe9BTree",
+                           "OOSet\xe9", "Tree\u4e2dSet")]
+EDGE_CLASSES += [("m\x00", "C"), ("m", "C\x00"), ("\x00", "C"), ("\xe9\x00", "C"), ("m", "\u4e2d\x00\u4e2d"),
+                 ("\U0001f600", "\x00")]
+
+
+def test_class_names_at_the_edges(twins):
+    found = Differences()
+    for module, name in EDGE_CLASSES:
+        for state in (((1, 2),), {"a": 1}, ((((3, 4),),), None), 5):
+            data = pickle.dumps((module, name), 3) + pickle.dumps(state, 3)
+            compare_record(twins, data, found, f"{module!r}.{name!r} {state!r}")
+    assert not found, found.report()
+
+
 def test_records_as_zodb_writes_them(twins):
     # The property tests' own records (zodbpickle, one memo for both pickles,
     # persistent references, application objects), compared here.

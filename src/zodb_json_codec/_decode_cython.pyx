@@ -27,6 +27,7 @@ from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.string cimport memchr, memcpy
 from libc.math cimport fabs, isinf, isnan, signbit
 
+from ._classnames cimport BTREE_FAMILY, BTREE_IS_MAP, BTREE_IS_TREE, btree_bits
 from ._opcodes cimport *
 
 from . import _decode_known, _known
@@ -353,7 +354,7 @@ cdef dict _content(_CObj obj, _Context ctx):
             uuid_text = _uuid_from_state(state)
             if uuid_text is not None and obj.items is None and obj.appends is None:
                 return {"@uuid": uuid_text}
-        kind = _btree_kind(module, name)
+        kind = btree_bits(module, name)
         if kind:
             state = _btree_state(state, kind & BTREE_IS_TREE, kind & BTREE_IS_MAP)
         return instance_content(module, name, args, state, obj)
@@ -374,27 +375,6 @@ cdef object _uuid_from_state(object state):
 
 
 cdef object _UUID_LIMIT = 1 << 128
-
-
-cdef enum:
-    BTREE_IS_TREE = 1
-    BTREE_IS_MAP = 2
-    BTREE_FAMILY = 4  # any BTrees class the state rules know
-
-
-cdef int _btree_kind(str module, str name):
-    """_common.btree_kind as bits: 0 for any other class."""
-    if not module.startswith("BTrees.") or module == "BTrees.Length":
-        return 0
-    if name.endswith("BTree"):
-        return BTREE_FAMILY | BTREE_IS_TREE | BTREE_IS_MAP
-    if name.endswith("Bucket"):
-        return BTREE_FAMILY | BTREE_IS_MAP
-    if name.endswith("TreeSet"):
-        return BTREE_FAMILY | BTREE_IS_TREE
-    if name.endswith("Set"):
-        return BTREE_FAMILY
-    return 0
 
 
 cdef inline object _tuple_items(object v):
@@ -835,7 +815,7 @@ cdef bint _build_keeps_spans(_Context ctx, object target):
     if names is None:
         return True
     module, name = names
-    return not (module == "uuid" and name == "UUID") and not _btree_kind(module, name)
+    return not (module == "uuid" and name == "UUID") and not btree_bits(module, name)
 
 
 cdef int _append(_Context ctx, object target, list items, Py_ssize_t pos, str opname) except -1:
@@ -1777,7 +1757,7 @@ cdef _Context _decode_record(object data, bint text_spans):
         module, name = ctx.module, ctx.name
         if _has_nul(module) or _has_nul(name):
             ctx.flags |= F_NUL
-        kind = _btree_kind(module, name)
+        kind = btree_bits(module, name)
         if kind:
             state = _btree_state(_real(ctx, state), kind & BTREE_IS_TREE, kind & BTREE_IS_MAP)
         if args is not None and args is not _OBJECT_RECORD:

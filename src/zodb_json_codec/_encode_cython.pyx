@@ -24,6 +24,7 @@ from cpython.unicode cimport (
 from libc.stdint cimport uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memmove
 
+from ._classnames cimport BTREE_IS_TREE, btree_bits, same_bytes
 from ._opcodes cimport *
 
 cimport cython
@@ -879,7 +880,7 @@ cdef inline int _key_of(const char* p, Py_ssize_t n) noexcept:
         key = _key_slot[slot]
         if key < 0:
             return -1
-        if _key_length[key] == m and _same(_key_text[key], p, m):  # a loop: a memcmp call costs more
+        if _key_length[key] == m and same_bytes(_key_text[key], p, m):  # a loop: a memcmp call costs more
             return key
         slot = (slot + 1) & (_SLOTS - 1)
 
@@ -1023,50 +1024,12 @@ cdef inline PyObject* _ref_payload(object v) noexcept:
     return NULL
 
 
-cdef inline bint _same(const char* a, const char* b, Py_ssize_t n) noexcept:
-    """memcmp(a, b, n) == 0 for a few bytes, without a call."""
-    cdef Py_ssize_t i
-    for i in range(n):
-        if a[i] != b[i]:
-            return False
-    return True
-
-
-cdef inline bint _ends(const char* p, Py_ssize_t n, const char* suffix, Py_ssize_t m) noexcept:
-    return n >= m and _same(p + n - m, suffix, m)
-
-
-cdef int _btree_class(str module, str name) except -2:
+cdef inline int _btree_class(str module, str name) except -2:
     """_common.btree_kind for exact strs: 1 tree, 0 bucket or set, -1 not a BTree class."""
-    cdef const char* p
-    cdef Py_ssize_t n
-    if not PyUnicode_IS_ASCII(module) or not PyUnicode_IS_ASCII(name):
-        if not module.startswith("BTrees.") or module == "BTrees.Length":
-            return -1
-        if name.endswith("BTree"):
-            return 1
-        if name.endswith("Bucket"):
-            return 0
-        if name.endswith("TreeSet"):
-            return 1
-        if name.endswith("Set"):
-            return 0
+    cdef int bits = btree_bits(module, name)
+    if bits == 0:
         return -1
-    p = <const char*>PyUnicode_DATA(module)
-    n = PyUnicode_GET_LENGTH(module)
-    if n < 7 or not _same(p, b"BTrees.", 7) or (n == 13 and _same(p + 7, b"Length", 6)):
-        return -1
-    p = <const char*>PyUnicode_DATA(name)
-    n = PyUnicode_GET_LENGTH(name)
-    if _ends(p, n, b"BTree", 5):
-        return 1
-    if _ends(p, n, b"Bucket", 6):
-        return 0
-    if _ends(p, n, b"TreeSet", 7):
-        return 1
-    if _ends(p, n, b"Set", 3):
-        return 0
-    return -1
+    return 1 if bits & BTREE_IS_TREE else 0
 
 
 # ---------------------------------------------------------------------------
@@ -1844,7 +1807,7 @@ cdef inline bint _is_exact_cls(object cls) noexcept:
 
 cdef inline bint _is_text(object k, const char* text, Py_ssize_t n) noexcept:
     """The exact str k is the n ASCII bytes at text (a compare the compiler unrolls; _key hashes)."""
-    return PyUnicode_IS_ASCII(k) and PyUnicode_GET_LENGTH(k) == n and _same(<const char*>PyUnicode_DATA(k), text, n)
+    return PyUnicode_IS_ASCII(k) and PyUnicode_GET_LENGTH(k) == n and same_bytes(<const char*>PyUnicode_DATA(k), text, n)
 
 
 cdef inline bint _is_empty(object s) except -1:
@@ -2227,7 +2190,7 @@ cdef int _json_number(Reader* r, Writer* w) except -1:
 
 
 cdef inline bint _literal(Reader* r, const char* word, Py_ssize_t m) noexcept:
-    if r.i + m <= r.n and _same(<const char*>r.p + r.i, word, m):
+    if r.i + m <= r.n and same_bytes(<const char*>r.p + r.i, word, m):
         r.i += m
         return True
     return False
@@ -2320,7 +2283,7 @@ cdef int _json_dict(Reader* r, Writer* w, Py_ssize_t depth) except -1:
 cdef inline bint _at_key(Reader* r, const char* quoted, Py_ssize_t m) noexcept:
     """Is the key quoted (with its quotes) at r.i, then ':'?  r.i after the ':' and whitespace if so."""
     cdef Py_ssize_t save = r.i
-    if r.i + m <= r.n and _same(<const char*>r.p + r.i, quoted, m):
+    if r.i + m <= r.n and same_bytes(<const char*>r.p + r.i, quoted, m):
         r.i += m
         _ws(r)
         if r.i < r.n and r.p[r.i] == b':':
@@ -2644,7 +2607,7 @@ cdef int _new_key(Reader* r, Writer* w, Py_ssize_t serial) except -1:
             r.keys_used += 1
             return 0
         if (slot.hash == h and slot.serial == serial and slot.size == r.str_size
-                and _same(<const char*>w.buf + slot.pos, <const char*>w.buf + r.str_pos, r.str_size)):
+                and same_bytes(<const char*>w.buf + slot.pos, <const char*>w.buf + r.str_pos, r.str_size)):
             return _bail()
         k = (k + 1) & mask
 
