@@ -87,7 +87,7 @@ cdef class _Context:
     cdef list memo               # memo entries by index (_MISSING where none)...
     cdef dict memo_far           # ...and those whose index is far beyond the others (or None)
     cdef Py_ssize_t memo_count   # distinct indices: what MEMOIZE numbers the next one
-    cdef public dict objs        # id(value) -> Obj, for REDUCE/NEWOBJ results
+    cdef public dict objs        # id(value) -> Obj, for REDUCE/NEWOBJ results (or None)
     cdef public dict dforms      # id(dict) -> dict, dicts switched to the @d pair form (or None)
     cdef public dict shared      # id -> value for mutable values fetched from the memo / DUP (or None)
     cdef public bint cyclic      # a shared value was mutated: the graph may have a cycle
@@ -114,7 +114,6 @@ cdef _Context _new_context(bint compact):
     cdef _Context ctx = _Context.__new__(_Context)
     ctx.compact = compact
     ctx.memo = []
-    ctx.objs = {}
     ctx.refs = []
     return ctx
 
@@ -314,6 +313,8 @@ cdef dict _new_obj(_Context ctx, int kind, object callable_, object args, object
     obj.args = args
     obj.kwargs = kwargs
     obj.value = _content(obj, ctx)  # a fresh dict: no need to clear one
+    if ctx.objs is None:
+        ctx.objs = {}
     ctx.objs[_id(obj.value)] = obj
     return obj.value
 
@@ -678,7 +679,7 @@ cdef object _recognize(object callable_, object args, _Context ctx):
     else:
         return None
     if known is _UNSURE:
-        return _decode_known.recognize_reduce(callable_, args, ctx.objs)
+        return _decode_known.recognize_reduce(callable_, args, ctx.objs or {})
     return known
 
 
@@ -1720,7 +1721,10 @@ cdef object _class_metadata(object klass, _Context ctx):
 
 
 cdef inline bint _has_nul(str s):
-    return PyUnicode_FindChar(s, 0, 0, PyUnicode_GET_LENGTH(s), 1) >= 0
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(s)
+    if PyUnicode_IS_ASCII(s):  # a class name, most likely: memchr costs a fifth of the generic search
+        return n > 0 and memchr(PyUnicode_1BYTE_DATA(s), 0, n) != NULL
+    return PyUnicode_FindChar(s, 0, 0, n, 1) >= 0
 
 
 cdef _Context _decode_record(object data, bint text_spans):
