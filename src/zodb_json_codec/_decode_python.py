@@ -306,8 +306,12 @@ def _binput(ctx: _Context, data: bytes, pos: int) -> int:
 
 
 def _long_binput(ctx: _Context, data: bytes, pos: int) -> int:
-    idx = _length(data, pos, 4)
-    ctx.memo[idx] = _need(ctx, 1, pos)[-1]
+    if pos + 4 > len(data):
+        raise _eof(pos)
+    stack = ctx.stack
+    if not stack:
+        raise _err("pickle stack underflow", pos - 1)
+    ctx.memo[_unpack_u32(data, pos)[0]] = stack[-1]
     return pos + 4
 
 
@@ -583,7 +587,9 @@ def _tuple_n(n: int) -> Any:
     def tuple_n(ctx: _Context, data: bytes, pos: int) -> int:
         """TUPLE1, TUPLE2, TUPLE3: the top n values as one tuple."""
         ctx.containers += 1
-        stack = _need(ctx, n, pos)
+        stack = ctx.stack
+        if len(stack) < n:
+            raise _err("pickle stack underflow", pos - 1)
         items = stack[-n:]
         del stack[-n:]
         stack.append({"@t": items})
@@ -686,7 +692,9 @@ def _obj(ctx: _Context, data: bytes, pos: int) -> int:
 
 def _binpersid(ctx: _Context, data: bytes, pos: int) -> int:
     ctx.containers += 1
-    stack = _need(ctx, 1, pos)
+    stack = ctx.stack
+    if not stack:
+        raise _err("pickle stack underflow", pos - 1)
     stack[-1] = _persistent_ref(ctx, stack[-1])
     return pos
 
