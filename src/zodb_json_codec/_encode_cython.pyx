@@ -641,7 +641,7 @@ cdef inline int _str(Writer* w, str s) except -1:
     return _str_utf8(w, s)
 
 
-cdef inline void _copy(unsigned char* to, const unsigned char* p, Py_ssize_t n) noexcept:
+cdef inline void _copy(unsigned char* to, const unsigned char* p, Py_ssize_t n) noexcept nogil:
     """memcpy(to, p, n); up to 16 bytes (most keys and many values) with two fixed-size moves that may
     overlap, which compile to a few instructions where the call costs more than the copy."""
     cdef uint64_t head, tail
@@ -2058,7 +2058,7 @@ cdef int _unescape(const unsigned char* p, Py_ssize_t* at, Py_ssize_t n, Py_ssiz
             if m < i - start:
                 i = start + m
                 break
-        memcpy(o, p + start, <size_t>(i - start))
+        _copy(o, p + start, i - start)
         o += i - start
         if i >= n:
             break
