@@ -249,3 +249,13 @@ def test_instructions_inner_run_works_through_the_set(op):
 
     assert instructions._work("nested_dict", op, "python", 2) == 1
     assert instructions._work("wikipedia", op, "python", 0) == len(list(datasets.load("wikipedia")))
+
+
+def test_textcache_fresh_rows_are_new_strs_of_the_same_text():
+    import textcache
+
+    decoder, _ = _impl.import_twin("python")
+    rows = textcache.rows_of("nested_dict", decoder.decode_zodb_record_for_pg_json)
+    copies = textcache.fresh(rows)
+    assert rows and [r[2] for r in copies] == [r[2] for r in rows]
+    assert all(copy[2] is not row[2] for copy, row in zip(copies, rows))
