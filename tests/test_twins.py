@@ -486,6 +486,18 @@ def test_record_keys_and_names_that_look_alike(twins):
     assert not found, found.report()
 
 
+def test_pg_json_rows_with_empty_class_names(twins):
+    """Rows with an empty module or name (object records among them), str subclasses too: the same
+    bytes or error from both twins' encode_zodb_record_from_pg_json."""
+    texts = ['{"@obj":{"@ref":{"@b":"AAAAAAAAAAE="}},"@state":{"y":5}}', '{"a":1}', '5', '{"@obj":1}']
+    found = Differences()
+    for module, name in (("", ""), ("", "C"), ("m", ""), (SubStr(""), ""), ("", OddStr(""))):
+        for text in texts:
+            label = f"{module!r}.{name!r} {text}"
+            found.note(label, *(observe(twin.encode_zodb_record_from_pg_json, module, name, text) for twin in twins))
+    assert not found, found.report()
+
+
 # Names at the edges of the compiled twins' byte compares (_classnames.btree_bits) and NUL search.
 EDGE_CLASSES = [(m, n) for m in ("BTrees.", "BTrees.Length", "BTrees.Lengthy", "BTrees.Lengt", "BTrees.OOBTree",
                                  "BTrees.\xe9", "BTrees.\u4e2d", "BTrees", "btrees.OOBTree", "XBTrees.OOBTree")

@@ -2806,7 +2806,7 @@ def encode_zodb_record_from_pg_json(class_mod, class_name, state_json):
     the offset) for bad JSON or UTF-8, and as encode_zodb_record for markers.
     """
     cdef bint check_utf8 = False
-    if type(class_mod) is str and type(class_name) is str and (class_mod != "" or class_name != ""):
+    if type(class_mod) is str and type(class_name) is str and not (_is_empty(class_mod) and _is_empty(class_name)):
         text = _text_bytes(state_json, &check_utf8)
         if text is not None:
             try:
