@@ -500,9 +500,10 @@ def test_pg_json_rows_with_empty_class_names(twins):
 
 # Names at the edges of the compiled twins' byte compares (_classnames.btree_bits) and NUL search.
 EDGE_CLASSES = [(m, n) for m in ("BTrees.", "BTrees.Length", "BTrees.Lengthy", "BTrees.Lengt", "BTrees.OOBTree",
-                                 "BTrees.\xe9", "BTrees.\u4e2d", "BTrees", "btrees.OOBTree", "XBTrees.OOBTree")
+                                 "BTrees.\xe9", "BTrees.\u4e2d", "BTrees.\U0001f600", "BTrees", "btrees.OOBTree",
+                                 "XBTrees.OOBTree", "BTrees\u4e2dLength")
                  for n in ("BTree", "OOBTree", "Bucket", "TreeSet", "Set", "Length", "S", "", "\xe9BTree",
-                           "OOSet\xe9", "Tree\u4e2dSet")]
+                           "OOSet\xe9", "Tree\u4e2dSet", "\U0001f600Bucket", "\U0001f600Set\U0001f600")]
 EDGE_CLASSES += [("m\x00", "C"), ("m", "C\x00"), ("\x00", "C"), ("\xe9\x00", "C"), ("m", "\u4e2d\x00\u4e2d"),
                  ("\U0001f600", "\x00")]
 

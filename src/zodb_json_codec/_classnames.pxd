@@ -3,7 +3,7 @@
 # _encode_cython.pyx), inline so that they cost a few compares: _common.btree_kind
 # in C.  Cold rules on names stay in Python (_common, _known).
 
-from cpython.unicode cimport PyUnicode_DATA, PyUnicode_GET_LENGTH
+from cpython.unicode cimport PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_READ
 
 
 cdef extern from "Python.h":
@@ -25,42 +25,35 @@ cdef inline bint same_bytes(const char* a, const char* b, Py_ssize_t n) noexcept
     return True
 
 
-cdef inline bint _ends_with(const char* p, Py_ssize_t n, const char* suffix, Py_ssize_t m) noexcept:
-    return n >= m and same_bytes(p + n - m, suffix, m)
+cdef inline bint ascii_at(str s, Py_ssize_t at, const char* text, Py_ssize_t m) noexcept:
+    """s[at:at + m] is the m ASCII characters at text, for a str of any character width."""
+    cdef int kind
+    cdef void* data
+    cdef Py_ssize_t i
+    if at < 0 or at + m > PyUnicode_GET_LENGTH(s):
+        return False
+    if PyUnicode_IS_ASCII(s):  # nearly every name and key: the bytes themselves
+        return same_bytes(<const char*>PyUnicode_DATA(s) + at, text, m)
+    kind = PyUnicode_KIND(s)
+    data = PyUnicode_DATA(s)
+    for i in range(m):
+        if PyUnicode_READ(kind, data, at + i) != <Py_UCS4>text[i]:
+            return False
+    return True
 
 
-cdef inline int _btree_bits_of_suffix(str name):
-    if name.endswith("BTree"):
-        return BTREE_FAMILY | BTREE_IS_TREE | BTREE_IS_MAP
-    if name.endswith("Bucket"):
-        return BTREE_FAMILY | BTREE_IS_MAP
-    if name.endswith("TreeSet"):
-        return BTREE_FAMILY | BTREE_IS_TREE
-    if name.endswith("Set"):
-        return BTREE_FAMILY
-    return 0
-
-
-cdef inline int btree_bits(str module, str name) except -1:
+cdef inline int btree_bits(str module, str name) noexcept:
     """_common.btree_kind of exact strs as BTreeBits: 0 for any other class."""
-    cdef const char* p
-    cdef Py_ssize_t n
-    if not PyUnicode_IS_ASCII(module) or not PyUnicode_IS_ASCII(name):
-        if not module.startswith("BTrees.") or module == "BTrees.Length":
-            return 0
-        return _btree_bits_of_suffix(name)
-    p = <const char*>PyUnicode_DATA(module)
-    n = PyUnicode_GET_LENGTH(module)
-    if n < 7 or not same_bytes(p, b"BTrees.", 7) or (n == 13 and same_bytes(p + 7, b"Length", 6)):
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(module)
+    if not ascii_at(module, 0, b"BTrees.", 7) or (n == 13 and ascii_at(module, 7, b"Length", 6)):
         return 0
-    p = <const char*>PyUnicode_DATA(name)
     n = PyUnicode_GET_LENGTH(name)
-    if _ends_with(p, n, b"BTree", 5):
+    if ascii_at(name, n - 5, b"BTree", 5):
         return BTREE_FAMILY | BTREE_IS_TREE | BTREE_IS_MAP
-    if _ends_with(p, n, b"Bucket", 6):
+    if ascii_at(name, n - 6, b"Bucket", 6):
         return BTREE_FAMILY | BTREE_IS_MAP
-    if _ends_with(p, n, b"TreeSet", 7):
+    if ascii_at(name, n - 7, b"TreeSet", 7):
         return BTREE_FAMILY | BTREE_IS_TREE
-    if _ends_with(p, n, b"Set", 3):
+    if ascii_at(name, n - 3, b"Set", 3):
         return BTREE_FAMILY
     return 0

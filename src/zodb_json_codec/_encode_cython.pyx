@@ -24,7 +24,7 @@ from cpython.unicode cimport (
 from libc.stdint cimport uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memmove
 
-from ._classnames cimport BTREE_IS_TREE, btree_bits, same_bytes
+from ._classnames cimport BTREE_IS_TREE, ascii_at, btree_bits, same_bytes
 from ._opcodes cimport *
 
 cimport cython
@@ -1805,9 +1805,9 @@ cdef inline bint _is_exact_cls(object cls) noexcept:
             and type(<object>PyList_GET_ITEM(cls, 1)) is str)
 
 
-cdef inline bint _is_text(object k, const char* text, Py_ssize_t n) noexcept:
-    """The exact str k is the n ASCII bytes at text (a compare the compiler unrolls; _key hashes)."""
-    return PyUnicode_IS_ASCII(k) and PyUnicode_GET_LENGTH(k) == n and same_bytes(<const char*>PyUnicode_DATA(k), text, n)
+cdef inline bint _is_text(str k, const char* text, Py_ssize_t n) noexcept:
+    """The exact str k is the n ASCII characters at text (a compare the compiler unrolls; _key hashes)."""
+    return PyUnicode_GET_LENGTH(k) == n and ascii_at(k, 0, text, n)
 
 
 cdef inline bint _is_empty(object s) except -1:
@@ -1829,9 +1829,9 @@ cdef bint _record_items(dict d, PyObject** cls, PyObject** state) noexcept:
         while PyDict_Next(d, &pos, &k, &v):
             if type(<object>k) is not str:
                 break  # it might still equal one of them: look them up
-            if _is_text(<object>k, b"@cls", 4):
+            if _is_text(<str>k, b"@cls", 4):
                 cls[0] = v
-            elif _is_text(<object>k, b"@s", 2):
+            elif _is_text(<str>k, b"@s", 2):
                 state[0] = v
         else:
             return True
