@@ -517,6 +517,46 @@ def test_class_names_at_the_edges(twins):
     assert not found, found.report()
 
 
+def _class_pickle(form: str, module: bytes, name: bytes, protocol: int = 3) -> bytes:
+    """A record's class pickle as ZODB writes it ("global") or as the Rust codec's shapes do ("text")."""
+    head = b"\x80" + bytes([protocol])
+    if form == "global":
+        return head + b"c" + module + b"\n" + name + b"\nq\x00."
+    text = b"".join(b"X" + struct.pack("<I", len(s)) + s + b"q" + bytes([i]) for i, s in enumerate((module, name)))
+    return head + text + b"\x86q\x02."
+
+
+# State pickles that GET the class pickle's memo entries (one memo for both, as ZODB's pickler has it),
+# overwrite them first, GET one that is not there, or MEMOIZE after them (protocol 4).
+_STATES_USING_THE_CLASS_MEMO = [b"\x80\x03K\x01.", b"\x80\x03h\x00.", b"\x80\x03h\x00h\x00\x86.", b"\x80\x03h\x01.",
+                                b"\x80\x03h\x02h\x02\x86.", b"\x80\x03]q\x03(h\x00h\x01h\x02e.",
+                                b"\x80\x03}q\x03(X\x01\x00\x00\x00ah\x00X\x01\x00\x00\x00bh\x00u.",
+                                b"\x80\x03K\x05q\x00h\x00.", b"\x80\x03K\x05q\x02h\x02h\x00\x86.", b"\x80\x03h\x03.",
+                                b"\x80\x04K\x07\x94(h\x00h\x01t.", b"\x80\x04K\x07\x94(h\x00h\x01h\x02h\x03t."]
+_NAMES = [(b"m", b"C"), (b"persistent.mapping", b"PersistentMapping"), (b"BTrees.OOBTree", b"OOBTree"),
+          (b"BTrees.Length", b"Length"), (b"m x", b"C"), (b"m\t", b"C"), (b"m", b"C\x7f"), (b"m\xc3\xa9", b"C"),
+          (b"m", b"\xe4\xb8\xad"), (b"", b"C"), (b"m", b""), (b"m\x00", b"C"), (b"!", b"~"), (b"m", b"C\xff")]
+
+
+def test_usual_class_pickles_and_their_memo(twins):
+    """The compiled decoder reads the two usual forms of class pickle as bytes and makes the class marker in
+    the memo only if the state GETs it: names at the edges of that reading, every protocol, the pattern cut
+    short or one byte off, and states that GET, overwrite or miss the class pickle's memo entries."""
+    found = Differences()
+    for form in ("global", "text"):
+        for module, name in _NAMES:
+            for protocol in (1, 2, 3, 4):
+                for state in _STATES_USING_THE_CLASS_MEMO:
+                    data = _class_pickle(form, module, name, protocol) + state
+                    compare_record(twins, data, found, f"{form} {module!r}.{name!r} {protocol} {state!r}")
+        klass = _class_pickle(form, b"m", b"C")
+        for end in range(len(klass)):
+            for data in (klass[:end], klass[:end] + klass[end + 1:] + b"\x80\x03h\x00.",
+                         klass[:end] + b"\x00" + klass[end + 1:] + b"\x80\x03K\x01."):
+                compare_record(twins, data, found, f"{form} {data!r}")
+    assert not found, found.report()
+
+
 def test_records_as_zodb_writes_them(twins):
     # The property tests' own records (zodbpickle, one memo for both pickles,
     # persistent references, application objects), compared here.
