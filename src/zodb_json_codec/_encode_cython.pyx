@@ -21,7 +21,7 @@ from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_New, PyTu
 from cpython.unicode cimport (
     PyUnicode_DATA, PyUnicode_FindChar, PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_READ, PyUnicode_READ_CHAR,
 )
-from libc.stdint cimport uint8_t, uint32_t, uint64_t
+from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memmove
 
 from ._classnames cimport BTREE_IS_TREE, ascii_at, btree_bits, same_bytes
@@ -185,6 +185,85 @@ cdef extern from *:
         return p;
     }
 
+    /* The UTF-8 of a str's 1-byte (Latin-1) characters p[0:n] at out (room for 2n + 16 bytes); its size.
+       CPython's own encoder (PyUnicode_AsUTF8AndSize) takes one character a step and keeps a copy in the
+       str; here a run of ASCII goes 16 characters a step, straight into the caller's buffer, and a run of
+       other characters one at a time without going back to the block test between them. */
+    static Py_ssize_t zjc_utf8_ucs1(const Py_UCS1 *p, Py_ssize_t n, unsigned char *out) {
+        unsigned char *o = out;
+        Py_ssize_t i = 0;
+        Py_UCS1 c;
+        while (i < n) {
+    #if defined(__SSE2__) && defined(__GNUC__)
+            for (; i + 16 <= n; i += 16, o += 16) {
+                __m128i x = _mm_loadu_si128((const __m128i *)(p + i));
+                int mask = _mm_movemask_epi8(x);
+                _mm_storeu_si128((__m128i *)o, x);
+                if (mask) {
+                    o += __builtin_ctz((unsigned int)mask);
+                    i += __builtin_ctz((unsigned int)mask);
+                    break;
+                }
+            }
+    #endif
+            for (; i < n; i++) {
+                c = p[i];
+                if (c < 0x80) {
+                    if (i + 16 <= n) break;  /* back to whole blocks */
+                    *o++ = c;
+                    continue;
+                }
+                o[0] = (unsigned char)(0xC0 | (c >> 6));
+                o[1] = (unsigned char)(0x80 | (c & 0x3F));
+                o += 2;
+            }
+        }
+        return o - out;
+    }
+
+    /* The same for 2-byte characters (room for 3n + 16 bytes): its size, or -1 at a lone surrogate,
+       which strict UTF-8 refuses (a 2-byte str holds no pairs). */
+    static Py_ssize_t zjc_utf8_ucs2(const Py_UCS2 *p, Py_ssize_t n, unsigned char *out) {
+        unsigned char *o = out;
+        Py_ssize_t i = 0;
+        Py_UCS2 c;
+        while (i < n) {
+    #if defined(__SSE2__) && defined(__GNUC__)
+            for (; i + 8 <= n; i += 8, o += 8) {
+                __m128i x = _mm_loadu_si128((const __m128i *)(p + i));
+                __m128i ascii = _mm_cmpeq_epi16(_mm_and_si128(x, _mm_set1_epi16((short)0xFF80)), _mm_setzero_si128());
+                unsigned int mask = (unsigned int)_mm_movemask_epi8(ascii);
+                _mm_storel_epi64((__m128i *)o, _mm_packus_epi16(x, x));
+                if (mask != 0xFFFFu) {
+                    o += __builtin_ctz(~mask) / 2;
+                    i += __builtin_ctz(~mask) / 2;
+                    break;
+                }
+            }
+    #endif
+            for (; i < n; i++) {
+                c = p[i];
+                if (c < 0x80) {
+                    if (i + 8 <= n) break;  /* back to whole blocks */
+                    *o++ = (unsigned char)c;
+                    continue;
+                }
+                if (c < 0x800) {
+                    o[0] = (unsigned char)(0xC0 | (c >> 6));
+                    o[1] = (unsigned char)(0x80 | (c & 0x3F));
+                    o += 2;
+                    continue;
+                }
+                if (c >= 0xD800 && c <= 0xDFFF) return -1;
+                o[0] = (unsigned char)(0xE0 | (c >> 12));
+                o[1] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
+                o[2] = (unsigned char)(0x80 | (c & 0x3F));
+                o += 3;
+            }
+        }
+        return o - out;
+    }
+
     #define ZJC_H(c) ((c) >= '0' && (c) <= '9' ? (c) - '0' : (c) >= 'a' && (c) <= 'f' ? (c) - 'a' + 10 : \
                       (c) >= 'A' && (c) <= 'F' ? (c) - 'A' + 10 : 0x100)
     static const uint16_t zjc_hex[256] = { ZJC_R256(ZJC_H) };
@@ -276,6 +355,8 @@ cdef extern from *:
     Py_ssize_t zjc_b64_size(const unsigned char* text, Py_ssize_t n) noexcept
     int zjc_b64_decode(const unsigned char* text, Py_ssize_t n, unsigned char* out) noexcept
     const char* zjc_utf8(object s, Py_ssize_t* n) except? NULL
+    Py_ssize_t zjc_utf8_ucs1(const uint8_t* p, Py_ssize_t n, unsigned char* out) noexcept nogil
+    Py_ssize_t zjc_utf8_ucs2(const uint16_t* p, Py_ssize_t n, unsigned char* out) noexcept nogil
     int zjc_compact_long(object v, long long* out) noexcept
     int zjc_hexval(unsigned char c) noexcept nogil
     int zjc_unhex(const unsigned char* p, Py_ssize_t n, unsigned char* out) noexcept
@@ -2747,23 +2828,61 @@ cdef object _text_bytes(object text, bint* check_utf8):
     return None
 
 
-cdef const unsigned char* _utf8_of(object text, Py_ssize_t* n) except? NULL:
+cdef const unsigned char* _utf8_of(object text, Py_ssize_t* n, unsigned char** scratch) except? NULL:
+    """The UTF-8 the reader reads: a bytes object's own, an ASCII str's own characters, else written into
+    *scratch (the caller frees it); NULL: lone surrogates."""
+    cdef int kind
+    cdef Py_ssize_t length
+    cdef const void* data
     if type(text) is bytes:
         n[0] = len(<bytes>text)
         return <const unsigned char*><const char*>(<bytes>text)
-    return <const unsigned char*>zjc_utf8(text, n)  # NULL: lone surrogates
+    zjc_unicode_ready(text)
+    length = PyUnicode_GET_LENGTH(text)
+    if PyUnicode_IS_ASCII(text):
+        n[0] = length
+        return <const unsigned char*>PyUnicode_DATA(text)
+    kind = PyUnicode_KIND(text)
+    if kind == 4:
+        return <const unsigned char*>zjc_utf8(text, n)
+    # A driver hands each row over as a new str: its UTF-8 is made here, not by CPython's encoder (see zjc_utf8_ucs1).
+    scratch[0] = <unsigned char*>PyMem_Malloc(<size_t>(length * (kind + 1) + 16))
+    if scratch[0] == NULL:
+        raise MemoryError()
+    data = PyUnicode_DATA(text)
+    if length > _NOGIL_RUN:
+        with nogil:
+            n[0] = _utf8_of_ucs(kind, data, length, scratch[0])
+    else:
+        n[0] = _utf8_of_ucs(kind, data, length, scratch[0])
+    return scratch[0] if n[0] >= 0 else NULL
+
+
+cdef inline Py_ssize_t _utf8_of_ucs(int kind, const void* data, Py_ssize_t length, unsigned char* out) noexcept nogil:
+    if kind == 1:
+        return zjc_utf8_ucs1(<const uint8_t*>data, length, out)
+    return zjc_utf8_ucs2(<const uint16_t*>data, length, out)
 
 
 cdef object _from_text(object text, bint check_utf8, str module, str name):
     """The pickle of JSON text, read in one pass: a record's (module and name given) or one pickle's
     (module None).  None: lone surrogates in a str (the normative path says so); (value,): the state
     is a marker with rules of its own, built, not written."""
+    cdef Py_ssize_t n = 0
+    cdef unsigned char* scratch = NULL
+    cdef const unsigned char* p
+    try:
+        p = _utf8_of(text, &n, &scratch)
+        if p == NULL:
+            return None
+        return _from_utf8(p, n, check_utf8, module, name)
+    finally:
+        PyMem_Free(scratch)
+
+
+cdef object _from_utf8(const unsigned char* p, Py_ssize_t n, bint check_utf8, str module, str name):
     cdef unsigned char stack[_STACK_BUFFER]
     cdef Writer w
-    cdef Py_ssize_t n = 0
-    cdef const unsigned char* p = _utf8_of(text, &n)
-    if p == NULL:
-        return None
     _init_sized(&w, stack, module is not None, n + n // 8 + 256)
     try:
         _op2(&w, PROTO, 3)
