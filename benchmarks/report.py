@@ -32,7 +32,8 @@ Parts (--parts; the default is sets, threads and load):
            large_strings: (a) json.loads + the storage's @ns walk + Rust
            encode, (b) json.loads + our encode, (c) our
            encode_zodb_record_from_pg_json ("not yet" until a twin has it),
-           on PostgreSQL's jsonb text of our pg_json (see loadpath.py)
+           on PostgreSQL's jsonb text of our pg_json (see loadpath.py); each
+           pass gets new str objects of the texts, as from a driver
   gc       decode with the cycle collector on and results kept, repeated
            --runs times on wikipedia and public (plus one run with it off),
            and the objects the collector tracks per decoded record
@@ -559,13 +560,16 @@ def bench_load_set(run: Run, label: str, dsn: Optional[str], part: Part) -> Dict
             first = next(iter(bad.values()))
             part.errors.append(f"load {label}: {fn_label} fails on {len(bad)} records, first: {first}")
     texts = [row[2].encode("utf-8") for row in rows]
-    passes = {fn_label: (lambda fn=fn: [fn(row) for row in rows]) for fn_label, fn in fns.items()}
-    passes["memcpy"] = memcpy_pass(texts)
+    # Every pass gets new row texts, made untimed, as a driver hands over a new str per row.
+    passes = {fn_label: (lambda fresh, fn=fn: [fn(row) for row in fresh]) for fn_label, fn in fns.items()}
+    copy = memcpy_pass(texts)
+    passes["memcpy"] = lambda _fresh: copy()
     result = {"set": label, "records": len(rows), "scanned": meta["scanned"], "bytes": sum(map(len, texts)),
               "left_out": {**meta["left_out"], **{k: len(v) for k, v in failed.items()}},
               "errors": {**meta["errors"], **{k: next(iter(v.values())) for k, v in failed.items()}}}
     if rows:
-        for fn_label, secs in interleaved(passes, run.args.budget, run.args.rounds).items():
+        times = interleaved(passes, run.args.budget, run.args.rounds, fresh=lambda: loadpath.fresh_rows(rows))
+        for fn_label, secs in times.items():
             result[fn_label] = secs / len(rows)
     return result
 

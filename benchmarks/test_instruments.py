@@ -19,7 +19,7 @@ import largetext
 import loadpath
 import report
 import threads
-from timing import memcpy_pass
+from timing import interleaved, memcpy_pass
 from zodb_json_codec import _impl
 
 
@@ -251,11 +251,24 @@ def test_instructions_inner_run_works_through_the_set(op):
     assert instructions._work("wikipedia", op, "python", 0) == len(list(datasets.load("wikipedia")))
 
 
-def test_textcache_fresh_rows_are_new_strs_of_the_same_text():
+def test_fresh_rows_are_new_strs_of_the_same_text():
     import textcache
 
     decoder, _ = _impl.import_twin("python")
-    rows = textcache.rows_of("nested_dict", decoder.decode_zodb_record_for_pg_json)
-    copies = textcache.fresh(rows)
+    pg_json = decoder.decode_zodb_record_for_pg_json
+    rows = loadpath.state_texts(textcache.decodable(datasets.load("nested_dict"), pg_json), pg_json, None)
+    copies = loadpath.fresh_rows(rows)
     assert rows and [r[2] for r in copies] == [r[2] for r in rows]
     assert all(copy[2] is not row[2] for copy, row in zip(copies, rows))
+
+
+def test_interleaved_gives_every_call_its_own_fresh_argument():
+    made, seen = [], []
+
+    def fresh():
+        made.append(object())
+        return made[-1]
+
+    interleaved({"a": seen.append, "b": seen.append}, budget=0.0001, rounds=2, fresh=fresh)
+    assert seen and len({id(x) for x in seen}) == len(seen)
+    assert all(any(x is m for m in made) for x in seen)
