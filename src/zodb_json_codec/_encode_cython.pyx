@@ -185,83 +185,34 @@ cdef extern from *:
         return p;
     }
 
-    /* The UTF-8 of a str's 1-byte (Latin-1) characters p[0:n] at out (room for 2n + 16 bytes); its size.
-       CPython's own encoder (PyUnicode_AsUTF8AndSize) takes one character a step and keeps a copy in the
-       str; here a run of ASCII goes 16 characters a step, straight into the caller's buffer, and a run of
-       other characters one at a time without going back to the block test between them. */
-    static Py_ssize_t zjc_utf8_ucs1(const Py_UCS1 *p, Py_ssize_t n, unsigned char *out) {
-        unsigned char *o = out;
-        Py_ssize_t i = 0;
-        Py_UCS1 c;
-        while (i < n) {
+    /* The 16 1-byte characters at p copied to o (room for 16 bytes): how many of them lead up to the first
+       that is not ASCII (16: none is).  For a str's UTF-8, _utf8_of_ucs. */
+    static inline int zjc_ascii_run16(const Py_UCS1 *p, unsigned char *o) {
     #if defined(__SSE2__) && defined(__GNUC__)
-            for (; i + 16 <= n; i += 16, o += 16) {
-                __m128i x = _mm_loadu_si128((const __m128i *)(p + i));
-                int mask = _mm_movemask_epi8(x);
-                _mm_storeu_si128((__m128i *)o, x);
-                if (mask) {
-                    o += __builtin_ctz((unsigned int)mask);
-                    i += __builtin_ctz((unsigned int)mask);
-                    break;
-                }
-            }
+        __m128i x = _mm_loadu_si128((const __m128i *)p);
+        int mask = _mm_movemask_epi8(x);
+        _mm_storeu_si128((__m128i *)o, x);
+        return mask ? __builtin_ctz((unsigned int)mask) : 16;
+    #else
+        int k = 0;
+        while (k < 16 && p[k] < 0x80) { o[k] = (unsigned char)p[k]; k++; }
+        return k;
     #endif
-            for (; i < n; i++) {
-                c = p[i];
-                if (c < 0x80) {
-                    if (i + 16 <= n) break;  /* back to whole blocks */
-                    *o++ = c;
-                    continue;
-                }
-                o[0] = (unsigned char)(0xC0 | (c >> 6));
-                o[1] = (unsigned char)(0x80 | (c & 0x3F));
-                o += 2;
-            }
-        }
-        return o - out;
     }
 
-    /* The same for 2-byte characters (room for 3n + 16 bytes): its size, or -1 at a lone surrogate,
-       which strict UTF-8 refuses (a 2-byte str holds no pairs). */
-    static Py_ssize_t zjc_utf8_ucs2(const Py_UCS2 *p, Py_ssize_t n, unsigned char *out) {
-        unsigned char *o = out;
-        Py_ssize_t i = 0;
-        Py_UCS2 c;
-        while (i < n) {
+    /* The same for 8 2-byte characters (room for 8 bytes at o). */
+    static inline int zjc_ascii_run8(const Py_UCS2 *p, unsigned char *o) {
     #if defined(__SSE2__) && defined(__GNUC__)
-            for (; i + 8 <= n; i += 8, o += 8) {
-                __m128i x = _mm_loadu_si128((const __m128i *)(p + i));
-                __m128i ascii = _mm_cmpeq_epi16(_mm_and_si128(x, _mm_set1_epi16((short)0xFF80)), _mm_setzero_si128());
-                unsigned int mask = (unsigned int)_mm_movemask_epi8(ascii);
-                _mm_storel_epi64((__m128i *)o, _mm_packus_epi16(x, x));
-                if (mask != 0xFFFFu) {
-                    o += __builtin_ctz(~mask) / 2;
-                    i += __builtin_ctz(~mask) / 2;
-                    break;
-                }
-            }
+        __m128i x = _mm_loadu_si128((const __m128i *)p);
+        __m128i ascii = _mm_cmpeq_epi16(_mm_and_si128(x, _mm_set1_epi16((short)0xFF80)), _mm_setzero_si128());
+        unsigned int mask = (unsigned int)_mm_movemask_epi8(ascii);
+        _mm_storel_epi64((__m128i *)o, _mm_packus_epi16(x, x));
+        return mask == 0xFFFFu ? 8 : __builtin_ctz(~mask) / 2;
+    #else
+        int k = 0;
+        while (k < 8 && p[k] < 0x80) { o[k] = (unsigned char)p[k]; k++; }
+        return k;
     #endif
-            for (; i < n; i++) {
-                c = p[i];
-                if (c < 0x80) {
-                    if (i + 8 <= n) break;  /* back to whole blocks */
-                    *o++ = (unsigned char)c;
-                    continue;
-                }
-                if (c < 0x800) {
-                    o[0] = (unsigned char)(0xC0 | (c >> 6));
-                    o[1] = (unsigned char)(0x80 | (c & 0x3F));
-                    o += 2;
-                    continue;
-                }
-                if (c >= 0xD800 && c <= 0xDFFF) return -1;
-                o[0] = (unsigned char)(0xE0 | (c >> 12));
-                o[1] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
-                o[2] = (unsigned char)(0x80 | (c & 0x3F));
-                o += 3;
-            }
-        }
-        return o - out;
     }
 
     #define ZJC_H(c) ((c) >= '0' && (c) <= '9' ? (c) - '0' : (c) >= 'a' && (c) <= 'f' ? (c) - 'a' + 10 : \
@@ -355,8 +306,8 @@ cdef extern from *:
     Py_ssize_t zjc_b64_size(const unsigned char* text, Py_ssize_t n) noexcept
     int zjc_b64_decode(const unsigned char* text, Py_ssize_t n, unsigned char* out) noexcept
     const char* zjc_utf8(object s, Py_ssize_t* n) except? NULL
-    Py_ssize_t zjc_utf8_ucs1(const uint8_t* p, Py_ssize_t n, unsigned char* out) noexcept nogil
-    Py_ssize_t zjc_utf8_ucs2(const uint16_t* p, Py_ssize_t n, unsigned char* out) noexcept nogil
+    int zjc_ascii_run16(const uint8_t* p, unsigned char* o) noexcept nogil
+    int zjc_ascii_run8(const uint16_t* p, unsigned char* o) noexcept nogil
     int zjc_compact_long(object v, long long* out) noexcept
     int zjc_hexval(unsigned char c) noexcept nogil
     int zjc_unhex(const unsigned char* p, Py_ssize_t n, unsigned char* out) noexcept
@@ -2845,7 +2796,7 @@ cdef const unsigned char* _utf8_of(object text, Py_ssize_t* n, unsigned char** s
     kind = PyUnicode_KIND(text)
     if kind == 4:
         return <const unsigned char*>zjc_utf8(text, n)
-    # A driver hands each row over as a new str: its UTF-8 is made here, not by CPython's encoder (see zjc_utf8_ucs1).
+    # A driver hands each row over as a new str: its UTF-8 is made here, not by CPython's encoder (see _utf8_of_ucs).
     scratch[0] = <unsigned char*>PyMem_Malloc(<size_t>(length * (kind + 1) + 16))
     if scratch[0] == NULL:
         raise MemoryError()
@@ -2858,10 +2809,40 @@ cdef const unsigned char* _utf8_of(object text, Py_ssize_t* n, unsigned char** s
     return scratch[0] if n[0] >= 0 else NULL
 
 
-cdef inline Py_ssize_t _utf8_of_ucs(int kind, const void* data, Py_ssize_t length, unsigned char* out) noexcept nogil:
+cdef Py_ssize_t _utf8_of_ucs(int kind, const void* data, Py_ssize_t n, unsigned char* out) noexcept nogil:
+    # Two calls with a constant kind: the C compiler makes a loop for each width without a test of kind in it.
     if kind == 1:
-        return zjc_utf8_ucs1(<const uint8_t*>data, length, out)
-    return zjc_utf8_ucs2(<const uint16_t*>data, length, out)
+        return _utf8_of_width(1, data, n, out)
+    return _utf8_of_width(2, data, n, out)
+
+
+cdef inline Py_ssize_t _utf8_of_width(int kind, const void* data, Py_ssize_t n, unsigned char* out) noexcept nogil:
+    """The UTF-8 of a 1- or 2-byte str's n characters at out (room for (kind + 1) * n + 16 bytes): its size, or -1
+    at a lone surrogate, which strict UTF-8 refuses (a 2-byte str holds no pairs).  CPython's own encoder takes
+    a character a step and keeps its copy in the str; here ASCII goes a block of 16 (8) characters a step, and
+    a run of other characters one by one without going back to the block test between them."""
+    cdef const uint8_t* p1 = <const uint8_t*>data
+    cdef const uint16_t* p2 = <const uint16_t*>data
+    cdef Py_ssize_t block = 16 if kind == 1 else 8
+    cdef Py_ssize_t i = 0, k
+    cdef unsigned char* o = out
+    cdef uint32_t c
+    while i < n:
+        while i + block <= n:
+            k = zjc_ascii_run16(p1 + i, o) if kind == 1 else zjc_ascii_run8(p2 + i, o)
+            o += k
+            i += k
+            if k < block:
+                break
+        while i < n:
+            c = p1[i] if kind == 1 else p2[i]
+            if c < 0x80 and i + block <= n:
+                break  # back to whole blocks
+            if 0xD800 <= c <= 0xDFFF:
+                return -1
+            o = _code_point(o, c)
+            i += 1
+    return o - out
 
 
 cdef object _from_text(object text, bint check_utf8, str module, str name):
