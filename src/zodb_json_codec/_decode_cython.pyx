@@ -47,7 +47,6 @@ cdef extern from "Python.h":
     # PyUnicode_DecodeUTF8 without Cython's error check: NULL with the error set
     PyObject* _decode_utf8 "PyUnicode_DecodeUTF8"(const char* s, Py_ssize_t size, const char* errors)
     object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
-    str PyUnicode_FromStringAndSize(const char* s, Py_ssize_t size)
     Py_UCS1* PyUnicode_1BYTE_DATA(object o)
     Py_ssize_t PyUnicode_GET_LENGTH(object o)
     Py_UCS4 PyUnicode_READ_CHAR(object o, Py_ssize_t index)
@@ -1783,14 +1782,14 @@ cdef object _usual_class_pickle(bytes data, _Context ctx):
         ctx.memo = [names[0], names[1], _LAZY_CLASS]
         ctx.lazy_class = _LAZY_NAMES_TUPLE
         ctx.stop = b + 4
-    ctx.memo_count = len(ctx.memo)
+    ctx.memo_count = PyList_GET_SIZE(ctx.memo)
     ctx.containers += 1  # the GLOBAL or TUPLE2
     return names
 
 
 cdef inline Py_ssize_t _printable_end(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end) noexcept:
     """The offset of the first byte from pos on that is not printable ASCII (33-126), or end."""
-    while pos < end and 33 <= p[pos] <= 126:
+    while pos < end and <unsigned char>(p[pos] - 33) < 94:
         pos += 1
     return pos
 
@@ -1811,7 +1810,10 @@ cdef Py_ssize_t _memoized_name_end(const unsigned char* p, Py_ssize_t pos, Py_ss
 
 
 cdef inline str _ascii(const unsigned char* p, Py_ssize_t n):
-    return PyUnicode_FromStringAndSize(<const char*>p, n)
+    """The str of n ASCII bytes, copied in (the UTF-8 decoder would look at each byte again)."""
+    cdef str s = PyUnicode_New(n, 127)
+    memcpy(PyUnicode_1BYTE_DATA(s), p, n)
+    return s
 
 
 cdef _Context _decode_record(object data, bint text_spans):
@@ -1855,7 +1857,7 @@ cdef _Context _decode_record(object data, bint text_spans):
             args = None
             ctx.module, ctx.name = names
         module, name = ctx.module, ctx.name
-        if _has_nul(module) or _has_nul(name):
+        if names is None and (_has_nul(module) or _has_nul(name)):  # names read as bytes are printable
             ctx.flags |= F_NUL
         kind = btree_bits(module, name)
         if kind:
