@@ -851,6 +851,8 @@ OFFSET_CASES = {
     "memo index not found": (b"K\x01h\x05", 2),
     "odd number of dict items": (b"}(K\x01u", 4),
     "no MARK for TUPLE": (b"K\x01t", 2),
+    "no MARK for SETITEMS": (b"}K\x01K\x02u", 5),
+    "no MARK for APPENDS": (b"]K\x01e", 3),
     "negative BINSTRING length": (b"T\xff\xff\xff\xffabc", 0),
     "STACK_GLOBAL of an int": (b"K\x01K\x02\x93", 4),
     "unsupported protocol": (b"\x80\x09N", 0),
@@ -866,6 +868,13 @@ def test_decoding_errors_name_the_offset(impl, case):
             getattr(impl, fn)(data)
         message = str(info.value)
         assert f"offset {base + at}" in message, (fn, message)
+
+
+@pytest.mark.parametrize("case", [c for c in OFFSET_CASES if c.startswith("no MARK for ")])
+def test_a_missing_mark_names_the_opcode(impl, case):
+    """SETITEMS and APPENDS share one handler in the compiled twin: each still says which it was."""
+    with pytest.raises(ValueError, match=f"pickle stack underflow \\({case}\\)"):
+        impl.decode_zodb_record(rec(OFFSET_CASES[case][0]))
 
 
 def _one_key_dict(key: str, value_ops: bytes) -> bytes:

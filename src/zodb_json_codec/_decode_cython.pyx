@@ -1123,13 +1123,17 @@ cdef inline Py_ssize_t _op_binint1(_Context ctx, const unsigned char* p,
     return pos + 1
 
 
-cdef inline int _op_setitems(_Context ctx, Py_ssize_t start) except -1:
-    if not ctx.metastack:  # _pop_mark, written out: gcc leaves that call in the hottest handlers
-        raise _err("pickle stack underflow (no MARK for SETITEMS)", start)
+cdef inline int _op_setitems_or_appends(_Context ctx, Py_ssize_t start, unsigned char op) except -1:
+    """SETITEMS or APPENDS: the values above the MARK put into the container below it.  One handler for
+    both, so the MARK is popped in one place: gcc leaves _pop_mark a call in the hottest handlers."""
+    if not ctx.metastack:
+        raise _err(f"pickle stack underflow (no MARK for {'SETITEMS' if op == SETITEMS else 'APPENDS'})", start)
     cdef list items = ctx.stack
     ctx.stack = ctx.metastack.pop()
     if not ctx.stack:
         raise _err("pickle stack underflow", start)
+    if op == APPENDS:
+        return _append(ctx, _top(ctx.stack), items, start, "APPENDS")
     if ctx.spans:
         _real_items(ctx, _top(ctx.stack), items)
     _set_items(ctx, _top(ctx.stack), items, start, "SETITEMS")
@@ -1171,17 +1175,6 @@ cdef inline bint _plain_set(_Context ctx, object target, object k):
             and len(<dict>target) != 1
             and not (PyUnicode_GET_LENGTH(k) > 0 and PyUnicode_READ_CHAR(k, 0) == 64)
             and not _maybe_marker(<dict>target))
-
-
-cdef inline int _op_appends(_Context ctx, Py_ssize_t start) except -1:
-    if not ctx.metastack:  # _pop_mark, written out: gcc leaves that call in the hottest handlers
-        raise _err("pickle stack underflow (no MARK for APPENDS)", start)
-    cdef list items = ctx.stack
-    ctx.stack = ctx.metastack.pop()
-    if not ctx.stack:
-        raise _err("pickle stack underflow", start)
-    _append(ctx, _top(ctx.stack), items, start, "APPENDS")
-    return 0
 
 
 cdef inline Py_ssize_t _op_binfloat(_Context ctx, const unsigned char* p,
@@ -1569,13 +1562,13 @@ cdef object _load(bytes data, Py_ssize_t pos, _Context ctx):
             elif op == BINGET: pos = _op_binget(ctx, p, pos, end)
             elif op == MEMOIZE: _op_memoize(ctx, start)
             elif op == BININT1: pos = _op_binint1(ctx, p, pos, end)
-            elif op == SETITEMS: _op_setitems(ctx, start)
+            elif op == SETITEMS: _op_setitems_or_appends(ctx, start, SETITEMS)
             elif op == MARK: _op_mark(ctx, start)
             elif op == EMPTY_DICT: _push_container(ctx, {})
             elif op == SETITEM: _op_setitem(ctx, start)
             elif op == TUPLE2: _op_tuple_n(ctx, start, 2)
             elif op == NONE: PyList_Append(ctx.stack, None)
-            elif op == APPENDS: _op_appends(ctx, start)
+            elif op == APPENDS: _op_setitems_or_appends(ctx, start, APPENDS)
             elif op == EMPTY_LIST: _push_container(ctx, [])
             elif op == BINFLOAT: pos = _op_binfloat(ctx, p, pos, end)
             elif op == BININT: pos = _op_binint(ctx, p, pos, end)
