@@ -1747,7 +1747,7 @@ cdef object _usual_class_pickle(bytes data, _Context ctx):
     """(module, name) of a record whose class pickle has one of the two forms nearly every record has, read
     as bytes, else None (the pickle machine reads it).  ctx.stop is set after it and ctx.memo holds its
     entries, of which the class marker is only made if the state pickle GETs it (_lazy_class_entry):
-    walking it took about a tenth of a small record's decode.
+    walking it took a quarter of btree_length's decode and an eighth of simple_flat_dict's.
       ZODB's:    PROTO 2|3, GLOBAL "module\nname\n", BINPUT 0, STOP
       as text:   PROTO 2|3, BINUNICODE module, BINPUT 0, BINUNICODE name, BINPUT 1, TUPLE2, BINPUT 2, STOP
     The names are non-empty printable ASCII, which every way of reading them gives alike."""

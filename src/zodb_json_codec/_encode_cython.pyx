@@ -2810,7 +2810,7 @@ cdef const unsigned char* _utf8_of(object text, Py_ssize_t* n, unsigned char** s
 
 
 cdef Py_ssize_t _utf8_of_ucs(int kind, const void* data, Py_ssize_t n, unsigned char* out) noexcept nogil:
-    # Two calls with a constant kind: the C compiler makes a loop for each width without a test of kind in it.
+    # Two calls with a constant kind, so that the C compiler can make a loop for each width with no test of kind.
     if kind == 1:
         return _utf8_of_width(1, data, n, out)
     return _utf8_of_width(2, data, n, out)
