@@ -859,6 +859,38 @@ def test_text_opcode_arguments(twins, data):
     assert not found, found.report()
 
 
+# LONG1/LONG4 payloads: the Cython decoder reads up to 8 bytes as an int and up to 128 bits of magnitude
+# (17 bytes) as @bi text in C; longer ones, and every length past the minimal one (a hand-made pickle),
+# must give the same value.
+LONG_EDGES = [0, 1, -1, 2**63 - 1, -(2**63), 2**63, -(2**63) - 1, 2**64 - 1, 2**64, -(2**64), 10**19 - 1, 10**19,
+              -(10**19), 10**19 + 7, 10**38, -(10**38), 2**127 - 1, 2**127, -(2**127), -(2**127) - 1, 2**128 - 1,
+              -(2**128) + 1, 2**128, -(2**128), -(2**128) - 1, 2**136 - 1, -(2**136)]
+
+
+def _long_payloads():
+    for value in LONG_EDGES:
+        minimal = len(pickle.encode_long(value))
+        for size in range(max(minimal, 1), min(minimal + 3, 21)):
+            yield value, value.to_bytes(size, "little", signed=True)
+        if 1 < minimal < 9:
+            yield value, value.to_bytes(9, "little", signed=True)
+            yield value, value.to_bytes(17, "little", signed=True)
+
+
+def test_long_int_payloads(twins):
+    found = Differences()
+    python = twins[0]
+    for value, payload in _long_payloads():
+        for opcode in (b"\x8a" + bytes([len(payload)]), b"\x8b" + struct.pack("<i", len(payload))):
+            data = b"\x80\x02" + opcode + payload + b"."
+            expected = value if -(2**63) <= value < 2**63 else {"@bi": str(value)}
+            assert python.pickle_to_dict(data) == expected, (value, payload)
+            compare_decoders(twins, data, found, f"pickle {data!r}")
+            record_ = pickle.dumps(("m", "C"), 2) + b"\x80\x02]q\x00" + opcode + payload + b"a."
+            compare_decoders(twins, record_, found, f"record {b64(record_)}", DECODERS[:3])
+    assert not found, found.report()
+
+
 @SETTINGS
 @given(numbers=st.lists(st.one_of(floats, ints, st.integers(-(2**64), 2**64)), min_size=10, max_size=60),
        words=st.lists(texts, max_size=20), protocol=st.sampled_from([0, 2, 3, 5]))

@@ -52,6 +52,7 @@ cdef extern from "Python.h":
     Py_UCS4 PyUnicode_READ_CHAR(object o, Py_ssize_t index)
     int PyUnicode_IS_ASCII(object o)
     object PyLong_FromVoidPtr(void* p)
+    object PyUnicode_DecodeASCII(const char* s, Py_ssize_t size, const char* errors)
     Py_ssize_t PyUnicode_FindChar(object s, Py_UCS4 ch, Py_ssize_t start, Py_ssize_t end, int direction) except -2
 
 # The decoder flags, as in _decode_common (checked at import below).
@@ -251,10 +252,56 @@ cdef inline double _be_double(const unsigned char* p):
     return x
 
 
+cdef extern from *:
+    """
+    /* The decimal text of a LONG1/LONG4 payload of 9 to 17 bytes (two's complement, little-endian) at out (room
+       for 41 bytes): its length.  0: its magnitude needs more than 128 bits, or the compiler has no 128-bit
+       integers (the caller takes Python's way); -1: it is within int64 after all (*small set). */
+    static int zjc_le_decimal(const unsigned char *p, Py_ssize_t n, char *out, long long *small) {
+    #ifdef __SIZEOF_INT128__
+        typedef unsigned __int128 u128;
+        const unsigned long long chunk = 10000000000000000000ULL;  /* 10**19: three make any 128-bit magnitude */
+        unsigned long long parts[3], part;
+        char text[40];
+        int negative = (p[n - 1] & 0x80) != 0, count = 0, at = 40, k, width;
+        Py_ssize_t i;
+        u128 u = 0, magnitude;
+        if (n < 9 || n > 17 || (n == 17 && p[16] != (negative ? 0xFF : 0x00))) return 0;
+        for (i = (n < 16 ? n : 16) - 1; i >= 0; i--) u = (u << 8) | p[i];
+        if (n < 16 && negative) u |= ~(u128)0 << (8 * n);  /* sign-extend */
+        if (n == 17 && negative && u == 0) return 0;         /* -2**128 */
+        magnitude = negative ? (u128)0 - u : u;
+        if (magnitude <= (u128)0x7FFFFFFFFFFFFFFFULL || (negative && magnitude == (u128)1 << 63)) {
+            *small = negative ? (long long)(0 - (unsigned long long)magnitude) : (long long)magnitude;
+            return -1;
+        }
+        do { parts[count++] = (unsigned long long)(magnitude % chunk); magnitude /= chunk; } while (magnitude);
+        for (k = 0; k < count; k++) {  /* written from the last digit back */
+            part = parts[k];
+            width = 0;
+            do { text[--at] = (char)('0' + part % 10); part /= 10; width++; } while (part);
+            if (k < count - 1) while (width++ < 19) text[--at] = '0';
+        }
+        if (negative) text[--at] = '-';
+        memcpy(out, text + at, (size_t)(40 - at));
+        return 40 - at;
+    #else
+        (void)p; (void)n; (void)out; (void)small;
+        return 0;
+    #endif
+    }
+    """
+    int zjc_le_decimal(const unsigned char* p, Py_ssize_t n, char* out, long long* small) noexcept
+
+
 cdef object _signed_le(const unsigned char* p, Py_ssize_t n, _Context ctx):
-    """A LONG1/LONG4 payload: C arithmetic up to 8 bytes (always within int64)."""
+    """A LONG1/LONG4 payload: C arithmetic up to 8 bytes (always within int64), and the @bi text of one up
+    to 128 bits (ints ZODB applications store: unsigned 64-bit, 128-bit ids); longer ones as _decode_common."""
     cdef uint64_t u
     cdef int64_t v
+    cdef char digits[48]
+    cdef long long small = 0
+    cdef int length
     if n == 0:
         return 0
     if n <= 8:
@@ -263,6 +310,12 @@ cdef object _signed_le(const unsigned char* p, Py_ssize_t n, _Context ctx):
             u |= (~<uint64_t>0) << (8 * n)  # sign-extend
         v = <int64_t>u
         return PyLong_FromLongLong(v)
+    length = zjc_le_decimal(p, n, digits, &small)
+    if length < 0:
+        return PyLong_FromLongLong(small)
+    if length > 0:
+        text = PyUnicode_DecodeASCII(digits, length, NULL)
+        return {"@bi": text}
     return int_value(_from_bytes((<const char*>p)[:n], "little", signed=True), ctx)
 
 
@@ -274,8 +327,22 @@ cdef inline object _id(object v):
     return PyLong_FromVoidPtr(<void*>v)
 
 
-cdef inline bint _is_one_key(object v, str key):
-    return type(v) is dict and len(<dict>v) == 1 and key in <dict>v
+cdef inline PyObject* _only_value(object v, str key) noexcept:
+    """v[key] (borrowed) if v is a dict of that one key, else NULL: its only entry looked at, no hashing.  The
+    keys this decoder makes are exact strs (a marker's are the module's own constants, so mostly the same
+    object); a key of any other type equals no str."""
+    cdef Py_ssize_t i = 0
+    cdef PyObject* k
+    cdef PyObject* x
+    if type(v) is not dict or len(<dict>v) != 1 or not PyDict_Next(<dict>v, &i, &k, &x):
+        return NULL
+    if k == <PyObject*>key or (type(<object>k) is str and <str>k == key):
+        return x
+    return NULL
+
+
+cdef inline bint _is_one_key(object v, str key) noexcept:
+    return _only_value(v, key) != NULL
 
 
 # Not tracked by the cycle collector: no decoded value ever refers to one.
@@ -299,8 +366,7 @@ cdef bint _may_be_callable(_Context ctx, object value):
     """A class, a reference, or an object built by the pickle: anything else cannot be called."""
     if type(value) is not dict:
         return False
-    cdef dict d = <dict>value
-    if len(d) == 1 and ("@cls" in d or "@ref" in d or "@inst" in d):
+    if _is_one_key(value, "@cls") or _is_one_key(value, "@ref") or _is_one_key(value, "@inst"):
         return True
     return _obj_of(ctx, value) is not None
 
@@ -329,9 +395,10 @@ cdef void _render(_CObj obj, _Context ctx) except *:
 
 cdef object _global_names(object v):
     """(module, name) of a {"@cls": [module, name]}, as _known.global_name."""
-    if not _is_one_key(v, "@cls"):
+    cdef PyObject* found = _only_value(v, "@cls")
+    if found == NULL:
         return None
-    names = (<dict>v)["@cls"]
+    names = <object>found
     if (type(names) is list and len(<list>names) == 2 and type(names[0]) is str
             and type(names[1]) is str):
         return names
@@ -368,8 +435,9 @@ cdef object _uuid_from_state(object state):
     if type(state) is not dict or len(<dict>state) != 1 or "int" not in <dict>state:
         return None
     value = (<dict>state)["int"]
-    if _is_one_key(value, "@bi"):
-        value = int((<dict>value)["@bi"])
+    cdef PyObject* digits = _only_value(value, "@bi")
+    if digits != NULL:
+        value = int(<object>digits)
     if type(value) is not int or not 0 <= value < _UUID_LIMIT:
         return None
     h = format(value, "032x")
@@ -381,10 +449,9 @@ cdef object _UUID_LIMIT = 1 << 128
 
 cdef inline object _tuple_items(object v):
     """As _known.tuple_items: the items list of a {"@t": [...]}, else None."""
-    if _is_one_key(v, "@t"):
-        items = (<dict>v)["@t"]
-        if type(items) is list:
-            return items
+    cdef PyObject* found = _only_value(v, "@t")
+    if found != NULL and type(<object>found) is list:
+        return <object>found
     return None
 
 
@@ -465,9 +532,10 @@ cdef Py_ssize_t _b64_small(object v, unsigned char* out, Py_ssize_t cap):
 
     -1: not such a marker (no bytes); -2: a text this fast path does not read (ask binascii).
     """
-    if not _is_one_key(v, "@b"):
+    cdef PyObject* found = _only_value(v, "@b")
+    if found == NULL:
         return -1
-    text = (<dict>v)["@b"]
+    text = <object>found
     if type(text) is not str:
         return -1
     cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i, o = 0, pad = 0
@@ -518,9 +586,7 @@ cdef object _pending_items(object v, _Context ctx, str module, str name):
     names = _global_names(obj.callable)
     if names is None or names[0] != module or names[1] != name:
         return None
-    if not _is_one_key(obj.args, "@t") or type((<dict>obj.args)["@t"]) is not list:
-        return None
-    return (<dict>obj.args)["@t"]
+    return _tuple_items(obj.args)
 
 
 cdef int _zero_padded(char* out, int64_t value, int width):
@@ -643,10 +709,10 @@ cdef object _date_marker(list items):
 cdef object _recognize(object callable_, object args, _Context ctx):
     """_decode_known.recognize_reduce: the usual shapes here, the rest by it."""
     names = _global_names(callable_)
-    if names is None or not _is_one_key(args, "@t"):
+    if names is None:
         return None
-    items = (<dict>args)["@t"]
-    if type(items) is not list:
+    items = _tuple_items(args)
+    if items is None:
         return None
     module, name = names
     known = _UNSURE
@@ -861,8 +927,9 @@ cdef dict _persistent_ref(_Context ctx, object pid, Py_ssize_t pos):
     cdef Py_ssize_t size
     cdef object first = None
     cdef object items = None
-    if type(pid) is dict and len(<dict>pid) == 1 and "@t" in <dict>pid:
-        items = (<dict>pid)["@t"]
+    cdef PyObject* found = _only_value(pid, "@t")
+    if found != NULL:
+        items = <object>found
         if type(items) is list and len(<list>items) == 2:
             first = (<list>items)[0]
             size = _b64_small(first, raw, 8)
