@@ -153,9 +153,10 @@ def test_known_texts(twins, text):
     check_text(twins, text)
 
 
-# A str of 1-byte (Latin-1) or 2-byte characters is turned into UTF-8 a block of 16 or 8 characters at a
-# time: one non-ASCII character (or lone surrogate) at every position around those blocks.
-_NON_ASCII = ["\x80", "é", "\xff", "\u0100", "\u07ff", "\u0800", "中", "\uffff", "\ud800", "\udfff"]
+# A str of 1-, 2- or 4-byte characters is turned into UTF-8 a block of 16 or 8 characters at a time: one
+# non-ASCII character (or lone surrogate, also in a 4-byte str) at every position around those blocks.
+_NON_ASCII = ["\x80", "é", "\xff", "\u0100", "\u07ff", "\u0800", "中", "\uffff", "\ud800", "\udfff",
+              "\U00010000", "😀", "\U0010ffff", "😀\ud800", "\udfff\U0010ffff"]
 
 
 @pytest.mark.parametrize("char", _NON_ASCII)
@@ -166,10 +167,11 @@ def test_one_wide_character_anywhere_in_a_str(twins, char):
             check_text(twins, '{"k": "%s", "%s": 1}' % (text, text))
 
 
-@pytest.mark.parametrize("tail", ["é", "中", "\ud800", "é中"])
+@pytest.mark.parametrize("tail", ["é", "中", "\ud800", "é中", "😀", "😀\udfff"])
 def test_long_strs_of_every_width(twins, tail):
     """Long enough that the UTF-8 is made without the GIL; the odd character last, past every block."""
-    check_text(twins, json.dumps(["a" * 70001 + tail, "é" * 70001 + tail, "中" * 70001 + tail], ensure_ascii=False))
+    check_text(twins, json.dumps(["a" * 70001 + tail, "é" * 70001 + tail, "中" * 70001 + tail, "😀" * 70001 + tail],
+                                 ensure_ascii=False))
 
 
 # ---------------------------------------------------------------------------

@@ -891,6 +891,23 @@ def test_long_int_payloads(twins):
     assert not found, found.report()
 
 
+def test_bi_marker_texts(twins):
+    """@bi texts of those values, spelled as _common.decimal_to_int reads them (sign, leading zeros) and not."""
+    found = Differences()
+    spellings = ["0", "-0", "+0", "000", "+7", "-007", "", "-", "+", "1a", " 1", "1 ", "١٢", "1_0", "0x10", 12, None]
+    for value in LONG_EDGES:
+        text = str(value)
+        spellings += [text, text.replace("-", "-00") if value < 0 else "00" + text, "+" + text.lstrip("-")]
+    spellings += ["9" * 38, "9" * 39, "-" + "9" * 39, "1" + "0" * 38, "3" * 40, "0" * 60 + "5", "9" * 50]
+    for text in spellings:
+        for tree in ({"@bi": text}, [{"@bi": text}], {"k": {"@bi": text}}):
+            record_ = {"@cls": ["m", "C"], "@s": tree}
+            encode_both(twins, "encode_zodb_record", record_, found, f"@bi {text!r}")
+            if isinstance(text, str):
+                encode_both(twins, "json_to_pickle", json.dumps(tree), found, f"@bi text {text!r}")
+    assert not found, found.report()
+
+
 @SETTINGS
 @given(numbers=st.lists(st.one_of(floats, ints, st.integers(-(2**64), 2**64)), min_size=10, max_size=60),
        words=st.lists(texts, max_size=20), protocol=st.sampled_from([0, 2, 3, 5]))

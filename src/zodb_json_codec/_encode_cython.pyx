@@ -215,6 +215,61 @@ cdef extern from *:
     #endif
     }
 
+    /* The same for 8 4-byte characters (room for 8 bytes at o). */
+    static inline int zjc_ascii_run8_wide(const Py_UCS4 *p, unsigned char *o) {
+    #if defined(__SSE2__) && defined(__GNUC__)
+        __m128i a = _mm_loadu_si128((const __m128i *)p), b = _mm_loadu_si128((const __m128i *)(p + 4));
+        __m128i high = _mm_set1_epi32((int)0xFFFFFF80), zero = _mm_setzero_si128();
+        __m128i ascii = _mm_packs_epi32(_mm_cmpeq_epi32(_mm_and_si128(a, high), zero),
+                                        _mm_cmpeq_epi32(_mm_and_si128(b, high), zero));
+        unsigned int mask = (unsigned int)_mm_movemask_epi8(ascii);
+        __m128i units = _mm_packs_epi32(a, b);  /* the ASCII ones fit in 16 bits, and then in 8 */
+        _mm_storel_epi64((__m128i *)o, _mm_packus_epi16(units, units));
+        return mask == 0xFFFFu ? 8 : __builtin_ctz(~mask) / 2;
+    #else
+        int k = 0;
+        while (k < 8 && p[k] < 0x80) { o[k] = (unsigned char)p[k]; k++; }
+        return k;
+    #endif
+    }
+
+    /* The LONG1 payload of a decimal int text (what _common.decimal_to_int reads: [+-]?[0-9]+) whose magnitude
+       fits in 128 bits, at out (room for 17 bytes), as pickle writes it: its size.  -1: within int64 (*small set);
+       0: anything else (not such a text, longer, or no 128-bit integers: the caller takes Python's way). */
+    static int zjc_decimal_le(const unsigned char *s, Py_ssize_t n, unsigned char *out, long long *small) {
+    #ifdef __SIZEOF_INT128__
+        typedef unsigned __int128 u128;
+        const u128 limit = ~(u128)0 / 10;  /* times 10 plus a digit stays in 128 bits up to here */
+        const unsigned last = (unsigned)(~(u128)0 % 10);
+        u128 magnitude = 0, twos;
+        unsigned char full[17];
+        Py_ssize_t i = 0;
+        int negative = 0, bits = 0, size, k;
+        if (n > 0 && (s[0] == '+' || s[0] == '-')) { negative = s[0] == '-'; i = 1; }
+        if (i == n || n > 48) return 0;
+        for (; i < n; i++) {
+            unsigned d = (unsigned)s[i] - '0';
+            if (d > 9 || magnitude > limit || (magnitude == limit && d > last)) return 0;
+            magnitude = magnitude * 10 + d;
+        }
+        if (magnitude <= (u128)0x7FFFFFFFFFFFFFFFULL || (negative && magnitude == (u128)1 << 63)) {
+            *small = negative ? (long long)(0 - (unsigned long long)magnitude) : (long long)magnitude;
+            return -1;
+        }
+        twos = negative ? (u128)0 - magnitude : magnitude;  /* the low 128 bits of the two's complement */
+        for (k = 0; k < 16; k++) full[k] = (unsigned char)(twos >> (8 * k));
+        full[16] = negative ? 0xFF : 0x00;
+        for (twos = magnitude; twos; twos >>= 1) bits++;
+        size = (bits >> 3) + 1;                            /* int.to_bytes((bit_length >> 3) + 1, signed) */
+        if (negative && size > 1 && full[size - 1] == 0xFF && (full[size - 2] & 0x80)) size--;
+        memcpy(out, full, (size_t)size);
+        return size;
+    #else
+        (void)s; (void)n; (void)out; (void)small;
+        return 0;
+    #endif
+    }
+
     #define ZJC_H(c) ((c) >= '0' && (c) <= '9' ? (c) - '0' : (c) >= 'a' && (c) <= 'f' ? (c) - 'a' + 10 : \
                       (c) >= 'A' && (c) <= 'F' ? (c) - 'A' + 10 : 0x100)
     static const uint16_t zjc_hex[256] = { ZJC_R256(ZJC_H) };
@@ -308,6 +363,8 @@ cdef extern from *:
     const char* zjc_utf8(object s, Py_ssize_t* n) except? NULL
     int zjc_ascii_run16(const uint8_t* p, unsigned char* o) noexcept nogil
     int zjc_ascii_run8(const uint16_t* p, unsigned char* o) noexcept nogil
+    int zjc_ascii_run8_wide(const uint32_t* p, unsigned char* o) noexcept nogil
+    int zjc_decimal_le(const unsigned char* s, Py_ssize_t n, unsigned char* out, long long* small) noexcept
     int zjc_compact_long(object v, long long* out) noexcept
     int zjc_hexval(unsigned char c) noexcept nogil
     int zjc_unhex(const unsigned char* p, Py_ssize_t n, unsigned char* out) noexcept
@@ -536,6 +593,25 @@ cdef inline int _int(Writer* w, object v) except -1:
     if overflow:
         return _bigint(w, v)
     return _int64(w, x)
+
+
+cdef int _m_bi(Writer* w, object text) except -1:
+    """The int of an @bi text: up to 128 bits in C (the ints applications store: unsigned 64-bit, 128-bit ids),
+    the rest, and every error, as _common.decimal_to_int."""
+    cdef unsigned char payload[24]
+    cdef long long small = 0
+    cdef int size
+    if type(text) is str:
+        zjc_unicode_ready(text)
+        if PyUnicode_IS_ASCII(text):
+            size = zjc_decimal_le(<const unsigned char*>PyUnicode_DATA(text), PyUnicode_GET_LENGTH(text), payload,
+                                  &small)
+            if size < 0:
+                return _int64(w, small)
+            if size > 0:
+                _op2(w, LONG1, <uint8_t>size)
+                return _raw(w, payload, size)
+    return _int(w, decimal_to_int(text))
 
 
 cdef int _uint128(Writer* w, uint64_t hi, uint64_t lo) except -1:
@@ -1223,7 +1299,7 @@ cdef int _rare_marker(Writer* w, dict d, int kind, Py_ssize_t depth) except -1:
         cls = <list>d["@cls"]
         return _global(w, cls[0], cls[1])
     if kind == K_BI:
-        return _int(w, decimal_to_int(d["@bi"]))
+        return _m_bi(w, d["@bi"])
     if kind == K_D:
         _op(w, EMPTY_DICT)
         if d["@d"]:
@@ -2794,10 +2870,8 @@ cdef const unsigned char* _utf8_of(object text, Py_ssize_t* n, unsigned char** s
         n[0] = length
         return <const unsigned char*>PyUnicode_DATA(text)
     kind = PyUnicode_KIND(text)
-    if kind == 4:
-        return <const unsigned char*>zjc_utf8(text, n)
     # A driver hands each row over as a new str: its UTF-8 is made here, not by CPython's encoder (see _utf8_of_ucs).
-    scratch[0] = <unsigned char*>PyMem_Malloc(<size_t>(length * (kind + 1) + 16))
+    scratch[0] = <unsigned char*>PyMem_Malloc(<size_t>(length * (kind + 1 if kind < 4 else 4) + 16))
     if scratch[0] == NULL:
         raise MemoryError()
     data = PyUnicode_DATA(text)
@@ -2810,32 +2884,36 @@ cdef const unsigned char* _utf8_of(object text, Py_ssize_t* n, unsigned char** s
 
 
 cdef Py_ssize_t _utf8_of_ucs(int kind, const void* data, Py_ssize_t n, unsigned char* out) noexcept nogil:
-    # Two calls with a constant kind, so that the C compiler can make a loop for each width with no test of kind.
+    # A call with a constant kind for each, so that the C compiler can make a loop for each width with no test of kind.
     if kind == 1:
         return _utf8_of_width(1, data, n, out)
-    return _utf8_of_width(2, data, n, out)
+    if kind == 2:
+        return _utf8_of_width(2, data, n, out)
+    return _utf8_of_width(4, data, n, out)
 
 
 cdef inline Py_ssize_t _utf8_of_width(int kind, const void* data, Py_ssize_t n, unsigned char* out) noexcept nogil:
-    """The UTF-8 of a 1- or 2-byte str's n characters at out (room for (kind + 1) * n + 16 bytes): its size, or -1
-    at a lone surrogate, which strict UTF-8 refuses (a 2-byte str holds no pairs).  CPython's own encoder takes
-    a character a step and keeps its copy in the str; here ASCII goes a block of 16 (8) characters a step, and
-    a run of other characters one by one without going back to the block test between them."""
+    """The UTF-8 of a str's n characters of kind bytes each at out (room for 2n, 3n or 4n + 16 bytes): its size,
+    or -1 at a lone surrogate, which strict UTF-8 refuses (a str holds no pairs).  CPython's own encoder takes a
+    character a step and keeps its copy in the str; here ASCII goes a block of 16 (8) characters a step, and a
+    run of other characters one by one without going back to the block test between them."""
     cdef const uint8_t* p1 = <const uint8_t*>data
     cdef const uint16_t* p2 = <const uint16_t*>data
+    cdef const uint32_t* p4 = <const uint32_t*>data
     cdef Py_ssize_t block = 16 if kind == 1 else 8
     cdef Py_ssize_t i = 0, k
     cdef unsigned char* o = out
     cdef uint32_t c
     while i < n:
         while i + block <= n:
-            k = zjc_ascii_run16(p1 + i, o) if kind == 1 else zjc_ascii_run8(p2 + i, o)
+            k = (zjc_ascii_run16(p1 + i, o) if kind == 1 else zjc_ascii_run8(p2 + i, o) if kind == 2
+                 else zjc_ascii_run8_wide(p4 + i, o))
             o += k
             i += k
             if k < block:
                 break
         while i < n:
-            c = p1[i] if kind == 1 else p2[i]
+            c = p1[i] if kind == 1 else p2[i] if kind == 2 else p4[i]
             if c < 0x80 and i + block <= n:
                 break  # back to whole blocks
             if 0xD800 <= c <= 0xDFFF:
