@@ -179,6 +179,29 @@ def test_report_runs_every_part_but_pg(capsys):
     assert "the codec's own text" in out
 
 
+def test_the_encode_part_times_the_call_floor(monkeypatch, capsys):
+    """The encode part, with the Python twin standing in for the Rust codec: its ratios, and each set's time per
+    record beside the floor (the same pass calling len()), which is below every contender's time."""
+    gathered = report.gather_contenders
+
+    def with_stand_in(rust):
+        contenders, notes = gathered(rust)
+        if "cython" not in contenders:
+            pytest.skip("the encode part compares the Cython twin, which is not built")
+        contenders["rust"] = report._contender("rust", *_impl.import_twin("python"))
+        return contenders, notes
+
+    monkeypatch.setattr(report, "gather_contenders", with_stand_in)
+    status = report.main(["--only", "btree_length", "public", *QUICK, "--parts", "encode"])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert "encode: time per record, best of the runs; floor:" in out
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith(("btree_length ", "public "))}
+    for name in ("btree_length", "public"):
+        times = [float(rows[name][i]) for i in (2, 4, 6)]  # rust, cython, floor: "1.23 µs" is two words
+        assert times[2] < min(times[0], times[1]), rows[name]
+
+
 def _add_new_function(monkeypatch, wrong=False):
     """Give each twin's encoder the new function, defined as json.loads + its encode_zodb_record."""
     for implementation in ("python", "cython"):
