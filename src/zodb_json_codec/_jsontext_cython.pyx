@@ -16,6 +16,7 @@ into a buffer of the C allocator (which needs no GIL).
 """
 
 cimport cython
+from cpython.long cimport PyLong_FromVoidPtr
 from cpython.mem cimport PyMem_Free
 from cpython.bytes cimport PyBytes_AS_STRING
 from cpython.unicode cimport PyUnicode_DecodeUTF8
@@ -397,6 +398,12 @@ cdef bint _may_hold_span(object value, int levels):
     return False
 
 
+cdef inline object _address(object x):
+    """id(x), without the builtin: id() raises an audit event, which a process's audit hooks would see for
+    every container walked."""
+    return PyLong_FromVoidPtr(<void*>x)
+
+
 cpdef object materialized(object value):
     """value with every TextSpan in it, at any depth, replaced by its str (containers changed in place)."""
     cdef list todo, keys
@@ -407,7 +414,7 @@ cpdef object materialized(object value):
     if not _may_hold_span(value, 3):  # most arguments: a class and a few scalars
         return value
     todo = [value]
-    seen = {id(value)}
+    seen = {_address(value)}
     while todo:
         container = todo.pop()
         if type(container) is list:
@@ -415,16 +422,16 @@ cpdef object materialized(object value):
                 x = (<list>container)[i]
                 if type(x) is TextSpan:
                     (<list>container)[i] = span_text(<TextSpan>x)
-                elif (type(x) is list or type(x) is dict) and id(x) not in seen:
-                    seen.add(id(x))
+                elif (type(x) is list or type(x) is dict) and _address(x) not in seen:
+                    seen.add(_address(x))
                     todo.append(x)
         else:
             keys = []
             for k, x in (<dict>container).items():
                 if type(x) is TextSpan:
                     keys.append(k)
-                elif (type(x) is list or type(x) is dict) and id(x) not in seen:
-                    seen.add(id(x))
+                elif (type(x) is list or type(x) is dict) and _address(x) not in seen:
+                    seen.add(_address(x))
                     todo.append(x)
             for k in keys:
                 (<dict>container)[k] = span_text(<TextSpan>(<dict>container)[k])
