@@ -52,7 +52,6 @@ cdef extern from "Python.h":
     Py_UCS4 PyUnicode_READ_CHAR(object o, Py_ssize_t index)
     int PyUnicode_IS_ASCII(object o)
     object PyLong_FromVoidPtr(void* p)
-    object PyUnicode_DecodeASCII(const char* s, Py_ssize_t size, const char* errors)
     Py_ssize_t PyUnicode_FindChar(object s, Py_UCS4 ch, Py_ssize_t start, Py_ssize_t end, int direction) except -2
 
 # The decoder flags, as in _decode_common (checked at import below).
@@ -252,56 +251,10 @@ cdef inline double _be_double(const unsigned char* p):
     return x
 
 
-cdef extern from *:
-    """
-    /* The decimal text of a LONG1/LONG4 payload of 9 to 17 bytes (two's complement, little-endian) at out (room
-       for 41 bytes): its length.  0: its magnitude needs more than 128 bits, or the compiler has no 128-bit
-       integers (the caller takes Python's way); -1: it is within int64 after all (*small set). */
-    static int zjc_le_decimal(const unsigned char *p, Py_ssize_t n, char *out, long long *small) {
-    #ifdef __SIZEOF_INT128__
-        typedef unsigned __int128 u128;
-        const unsigned long long chunk = 10000000000000000000ULL;  /* 10**19: three make any 128-bit magnitude */
-        unsigned long long parts[3], part;
-        char text[40];
-        int negative = (p[n - 1] & 0x80) != 0, count = 0, at = 40, k, width;
-        Py_ssize_t i;
-        u128 u = 0, magnitude;
-        if (n < 9 || n > 17 || (n == 17 && p[16] != (negative ? 0xFF : 0x00))) return 0;
-        for (i = (n < 16 ? n : 16) - 1; i >= 0; i--) u = (u << 8) | p[i];
-        if (n < 16 && negative) u |= ~(u128)0 << (8 * n);  /* sign-extend */
-        if (n == 17 && negative && u == 0) return 0;         /* -2**128 */
-        magnitude = negative ? (u128)0 - u : u;
-        if (magnitude <= (u128)0x7FFFFFFFFFFFFFFFULL || (negative && magnitude == (u128)1 << 63)) {
-            *small = negative ? (long long)(0 - (unsigned long long)magnitude) : (long long)magnitude;
-            return -1;
-        }
-        do { parts[count++] = (unsigned long long)(magnitude % chunk); magnitude /= chunk; } while (magnitude);
-        for (k = 0; k < count; k++) {  /* written from the last digit back */
-            part = parts[k];
-            width = 0;
-            do { text[--at] = (char)('0' + part % 10); part /= 10; width++; } while (part);
-            if (k < count - 1) while (width++ < 19) text[--at] = '0';
-        }
-        if (negative) text[--at] = '-';
-        memcpy(out, text + at, (size_t)(40 - at));
-        return 40 - at;
-    #else
-        (void)p; (void)n; (void)out; (void)small;
-        return 0;
-    #endif
-    }
-    """
-    int zjc_le_decimal(const unsigned char* p, Py_ssize_t n, char* out, long long* small) noexcept
-
-
 cdef object _signed_le(const unsigned char* p, Py_ssize_t n, _Context ctx):
-    """A LONG1/LONG4 payload: C arithmetic up to 8 bytes (always within int64), and the @bi text of one up
-    to 128 bits (ints ZODB applications store: unsigned 64-bit, 128-bit ids); longer ones as _decode_common."""
+    """A LONG1/LONG4 payload: C arithmetic up to 8 bytes (always within int64)."""
     cdef uint64_t u
     cdef int64_t v
-    cdef char digits[48]
-    cdef long long small = 0
-    cdef int length
     if n == 0:
         return 0
     if n <= 8:
@@ -310,12 +263,6 @@ cdef object _signed_le(const unsigned char* p, Py_ssize_t n, _Context ctx):
             u |= (~<uint64_t>0) << (8 * n)  # sign-extend
         v = <int64_t>u
         return PyLong_FromLongLong(v)
-    length = zjc_le_decimal(p, n, digits, &small)
-    if length < 0:
-        return PyLong_FromLongLong(small)
-    if length > 0:
-        text = PyUnicode_DecodeASCII(digits, length, NULL)
-        return {"@bi": text}
     return int_value(_from_bytes((<const char*>p)[:n], "little", signed=True), ctx)
 
 
