@@ -5,9 +5,8 @@
 A str keeps its UTF-8 form once CPython has made it, so a benchmark that
 hands every round the same texts can time something no storage sees (a
 driver gives a new str for every row).  encode_zodb_record_from_pg_json
-reads a str of 1- or 2-byte characters without that form (it writes the
-UTF-8 into a buffer of its own) and only a 4-byte str through it, so the
-two should now time alike.  This times the Cython twin's (c) on the same
+reads a str without that form (it writes the UTF-8 into a buffer of its
+own), so the two should time alike.  This times the Cython twin's (c) on the same
 texts ("kept") and on fresh copies made before each round, outside the
 timing ("fresh"), beside (b), json.loads + encode_zodb_record, on fresh
 copies; texts are the codec's own pg_json text; minimum of 9 rounds each,
