@@ -379,21 +379,21 @@ cdef bint clean_utf8(const unsigned char* p, Py_ssize_t n):
     return clean
 
 
-cdef bint _may_hold_span(object value, int levels):
-    """False when value surely holds no TextSpan: looked at up to levels deep, without allocating."""
+cdef bint _may_hold_span(object value, Py_ssize_t* budget):
+    """False when value surely holds no TextSpan: looked at item by item, at most *budget items in all (then True),
+    without allocating.  A budget, not a depth: the REDUCE arguments of a zoned datetime are small but nine
+    levels deep."""
     if type(value) is TextSpan:
         return True
     if type(value) is list:
-        if levels == 0:
-            return len(<list>value) != 0
         for x in <list>value:
-            if _may_hold_span(x, levels - 1):
+            budget[0] -= 1
+            if budget[0] < 0 or _may_hold_span(x, budget):
                 return True
     elif type(value) is dict:
-        if levels == 0:
-            return len(<dict>value) != 0
         for x in (<dict>value).values():
-            if _may_hold_span(x, levels - 1):
+            budget[0] -= 1
+            if budget[0] < 0 or _may_hold_span(x, budget):
                 return True
     return False
 
@@ -411,7 +411,8 @@ cpdef object materialized(object value):
     cdef Py_ssize_t i
     if type(value) is TextSpan:
         return span_text(<TextSpan>value)
-    if not _may_hold_span(value, 3):  # most arguments: a class and a few scalars
+    cdef Py_ssize_t budget = 64
+    if not _may_hold_span(value, &budget):  # most arguments: a class and a few scalars
         return value
     todo = [value]
     seen = {_address(value)}
