@@ -274,18 +274,26 @@ cdef inline object _id(object v):
     return PyLong_FromVoidPtr(<void*>v)
 
 
-cdef inline PyObject* _only_value(object v, str key) noexcept:
-    """v[key] (borrowed) if v is a dict of that one key, else NULL: its only entry looked at, no hashing.  The
-    keys this decoder makes are exact strs (a marker's are the module's own constants, so mostly the same
-    object); a key of any other type equals no str."""
+cdef inline PyObject* _only_key(object v, PyObject** value) noexcept:
+    """The key (borrowed) of v if v is a dict of one entry, its value in *value; else NULL: no hashing."""
     cdef Py_ssize_t i = 0
     cdef PyObject* k
-    cdef PyObject* x
-    if type(v) is not dict or len(<dict>v) != 1 or not PyDict_Next(<dict>v, &i, &k, &x):
+    if type(v) is not dict or len(<dict>v) != 1 or not PyDict_Next(<dict>v, &i, &k, value):
         return NULL
-    if k == <PyObject*>key or (type(<object>k) is str and <str>k == key):
-        return x
-    return NULL
+    return k
+
+
+cdef inline bint _is_key(PyObject* k, str key) noexcept:
+    """k == key for a key this decoder made: an exact str (a marker's is the module's own constant, so mostly the
+    same object); a key of any other type equals no str."""
+    return k == <PyObject*>key or (type(<object>k) is str and <str>k == key)
+
+
+cdef inline PyObject* _only_value(object v, str key) noexcept:
+    """v[key] (borrowed) if v is a dict of that one key, else NULL."""
+    cdef PyObject* x
+    cdef PyObject* k = _only_key(v, &x)
+    return x if k != NULL and _is_key(k, key) else NULL
 
 
 cdef inline bint _is_one_key(object v, str key) noexcept:
@@ -311,9 +319,12 @@ cdef class _CObj:
 
 cdef bint _may_be_callable(_Context ctx, object value):
     """A class, a reference, or an object built by the pickle: anything else cannot be called."""
+    cdef PyObject* x
+    cdef PyObject* k
     if type(value) is not dict:
         return False
-    if _is_one_key(value, "@cls") or _is_one_key(value, "@ref") or _is_one_key(value, "@inst"):
+    k = _only_key(value, &x)
+    if k != NULL and (_is_key(k, "@cls") or _is_key(k, "@ref") or _is_key(k, "@inst")):
         return True
     return _obj_of(ctx, value) is not None
 
@@ -379,9 +390,10 @@ cdef dict _content(_CObj obj, _Context ctx):
 
 cdef object _uuid_from_state(object state):
     """_decode_known.uuid_from_state: the @uuid text of a UUID whose state is exactly {"int": value}."""
-    if type(state) is not dict or len(<dict>state) != 1 or "int" not in <dict>state:
+    cdef PyObject* found = _only_value(state, "int")
+    if found == NULL:
         return None
-    value = (<dict>state)["int"]
+    value = <object>found
     cdef PyObject* digits = _only_value(value, "@bi")
     if digits != NULL:
         value = int(<object>digits)
