@@ -233,39 +233,30 @@ cdef extern from *:
     #endif
     }
 
-    /* The LONG1 payload of a decimal int text (what _common.decimal_to_int reads: [+-]?[0-9]+) whose magnitude
-       fits in 128 bits, at out (room for 17 bytes), as pickle writes it: its size.  -1: within int64 (*small set);
-       0: anything else (not such a text, longer, or no 128-bit integers: the caller takes Python's way). */
-    static int zjc_decimal_le(const unsigned char *s, Py_ssize_t n, unsigned char *out, long long *small) {
+    /* The sign and the magnitude (hi:lo) of a decimal int text as _common.decimal_to_int reads it ([+-]?[0-9]+):
+       1 when the magnitude fits in 128 bits; 0 for anything else (not such a text, longer, or no 128-bit
+       integers in this compiler: the caller takes Python's way). */
+    static int zjc_decimal_magnitude(const unsigned char *s, Py_ssize_t n, int *negative, uint64_t *hi,
+                                     uint64_t *lo) {
     #ifdef __SIZEOF_INT128__
         typedef unsigned __int128 u128;
         const u128 limit = ~(u128)0 / 10;  /* times 10 plus a digit stays in 128 bits up to here */
         const unsigned last = (unsigned)(~(u128)0 % 10);
-        u128 magnitude = 0, twos;
-        unsigned char full[17];
+        u128 magnitude = 0;
         Py_ssize_t i = 0;
-        int negative = 0, bits = 0, size, k;
-        if (n > 0 && (s[0] == '+' || s[0] == '-')) { negative = s[0] == '-'; i = 1; }
+        *negative = 0;
+        if (n > 0 && (s[0] == '+' || s[0] == '-')) { *negative = s[0] == '-'; i = 1; }
         if (i == n || n > 48) return 0;
         for (; i < n; i++) {
             unsigned d = (unsigned)s[i] - '0';
             if (d > 9 || magnitude > limit || (magnitude == limit && d > last)) return 0;
             magnitude = magnitude * 10 + d;
         }
-        if (magnitude <= (u128)0x7FFFFFFFFFFFFFFFULL || (negative && magnitude == (u128)1 << 63)) {
-            *small = negative ? (long long)(0 - (unsigned long long)magnitude) : (long long)magnitude;
-            return -1;
-        }
-        twos = negative ? (u128)0 - magnitude : magnitude;  /* the low 128 bits of the two's complement */
-        for (k = 0; k < 16; k++) full[k] = (unsigned char)(twos >> (8 * k));
-        full[16] = negative ? 0xFF : 0x00;
-        for (twos = magnitude; twos; twos >>= 1) bits++;
-        size = (bits >> 3) + 1;                            /* int.to_bytes((bit_length >> 3) + 1, signed) */
-        if (negative && size > 1 && full[size - 1] == 0xFF && (full[size - 2] & 0x80)) size--;
-        memcpy(out, full, (size_t)size);
-        return size;
+        *hi = (uint64_t)(magnitude >> 64);
+        *lo = (uint64_t)magnitude;
+        return 1;
     #else
-        (void)s; (void)n; (void)out; (void)small;
+        (void)s; (void)n; (void)negative; (void)hi; (void)lo;
         return 0;
     #endif
     }
@@ -364,7 +355,7 @@ cdef extern from *:
     int zjc_ascii_run16(const uint8_t* p, unsigned char* o) noexcept nogil
     int zjc_ascii_run8(const uint16_t* p, unsigned char* o) noexcept nogil
     int zjc_ascii_run8_wide(const uint32_t* p, unsigned char* o) noexcept nogil
-    int zjc_decimal_le(const unsigned char* s, Py_ssize_t n, unsigned char* out, long long* small) noexcept
+    int zjc_decimal_magnitude(const unsigned char* s, Py_ssize_t n, int* negative, uint64_t* hi, uint64_t* lo) noexcept
     int zjc_compact_long(object v, long long* out) noexcept
     int zjc_hexval(unsigned char c) noexcept nogil
     int zjc_unhex(const unsigned char* p, Py_ssize_t n, unsigned char* out) noexcept
@@ -598,29 +589,25 @@ cdef inline int _int(Writer* w, object v) except -1:
 cdef int _m_bi(Writer* w, object text) except -1:
     """The int of an @bi text: up to 128 bits in C (the ints applications store: unsigned 64-bit, 128-bit ids),
     the rest, and every error, as _common.decimal_to_int."""
-    cdef unsigned char payload[24]
-    cdef long long small = 0
-    cdef int size
+    cdef int negative = 0
+    cdef uint64_t hi = 0, lo = 0
     if type(text) is str:
         zjc_unicode_ready(text)
-        if PyUnicode_IS_ASCII(text):
-            size = zjc_decimal_le(<const unsigned char*>PyUnicode_DATA(text), PyUnicode_GET_LENGTH(text), payload,
-                                  &small)
-            if size < 0:
-                return _int64(w, small)
-            if size > 0:
-                _op2(w, LONG1, <uint8_t>size)
-                return _raw(w, payload, size)
+        if PyUnicode_IS_ASCII(text) and zjc_decimal_magnitude(<const unsigned char*>PyUnicode_DATA(text),
+                                                              PyUnicode_GET_LENGTH(text), &negative, &hi, &lo):
+            return _int128(w, negative, hi, lo)
     return _int(w, decimal_to_int(text))
 
 
-cdef int _uint128(Writer* w, uint64_t hi, uint64_t lo) except -1:
-    """A non-negative int of up to 128 bits (a UUID) as _int writes it."""
+cdef int _int128(Writer* w, bint negative, uint64_t hi, uint64_t lo) except -1:
+    """An int of magnitude hi:lo (up to 128 bits), negative or not (a UUID's, an @bi text's), as _int writes it:
+    LONG1 of (bit_length >> 3) + 1 two's complement bytes, one fewer when that leaves a redundant 0xff."""
     cdef unsigned char* o
     cdef int bits, nbytes, i
     cdef uint64_t u
-    if hi == 0 and lo < (<uint64_t>1 << 63):
-        return _int64(w, <long long>lo)
+    cdef uint64_t fill = 0xFF if negative else 0
+    if hi == 0 and (lo < (<uint64_t>1 << 63) or (negative and lo == (<uint64_t>1 << 63))):
+        return _int64(w, <long long>(<uint64_t>0 - lo) if negative else <long long>lo)
     if hi:
         bits = 64
         u = hi
@@ -631,17 +618,17 @@ cdef int _uint128(Writer* w, uint64_t hi, uint64_t lo) except -1:
         bits += 1
         u >>= 1
     nbytes = (bits >> 3) + 1
+    if negative:  # the two's complement of hi:lo
+        lo = ~lo + 1
+        hi = ~hi + (1 if lo == 0 else 0)
     _reserve(w, 2 + nbytes)
     o = w.buf + w.pos
+    for i in range(nbytes):
+        o[2 + i] = <uint8_t>(lo >> (8 * i) if i < 8 else hi >> (8 * (i - 8)) if i < 16 else fill)
+    if negative and nbytes > 1 and o[1 + nbytes] == 0xFF and (o[nbytes] & 0x80):
+        nbytes -= 1
     o[0] = LONG1
     o[1] = <uint8_t>nbytes
-    for i in range(nbytes):
-        if i < 8:
-            o[2 + i] = <uint8_t>(lo >> (8 * i))
-        elif i < 16:
-            o[2 + i] = <uint8_t>(hi >> (8 * (i - 8)))
-        else:
-            o[2 + i] = 0
     w.pos += 2 + nbytes
     return 0
 
@@ -1828,7 +1815,7 @@ cdef int _m_uuid(Writer* w, object text) except -1:
             k += 1
         else:
             _uuid_head(w)
-            _uint128(w, hi, lo)
+            _int128(w, False, hi, lo)
             return _op2(w, SETITEM, BUILD)
     return _uuid(w, _encode_known.uuid_int(text))
 
