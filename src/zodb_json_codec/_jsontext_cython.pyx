@@ -398,10 +398,14 @@ cdef bint _may_hold_span(object value, Py_ssize_t* budget):
     return False
 
 
-cdef inline object _address(object x):
-    """id(x), without the builtin: id() raises an audit event, which a process's audit hooks would see for
-    every container walked."""
-    return PyLong_FromVoidPtr(<void*>x)
+cdef inline bint _first_visit(set seen, object x) except -1:
+    """Add x's address to seen: True if it was not there.  The address, not id(x): id() raises an audit
+    event, which a process's audit hooks would see for every container walked."""
+    cdef object address = PyLong_FromVoidPtr(<void*>x)
+    if address in seen:
+        return False
+    seen.add(address)
+    return True
 
 
 cpdef object materialized(object value):
@@ -415,7 +419,7 @@ cpdef object materialized(object value):
     if not _may_hold_span(value, &budget):  # most arguments: a class and a few scalars
         return value
     todo = [value]
-    seen = {_address(value)}
+    seen = {PyLong_FromVoidPtr(<void*>value)}
     while todo:
         container = todo.pop()
         if type(container) is list:
@@ -423,16 +427,14 @@ cpdef object materialized(object value):
                 x = (<list>container)[i]
                 if type(x) is TextSpan:
                     (<list>container)[i] = span_text(<TextSpan>x)
-                elif (type(x) is list or type(x) is dict) and _address(x) not in seen:
-                    seen.add(_address(x))
+                elif (type(x) is list or type(x) is dict) and _first_visit(seen, x):
                     todo.append(x)
         else:
             keys = []
             for k, x in (<dict>container).items():
                 if type(x) is TextSpan:
                     keys.append(k)
-                elif (type(x) is list or type(x) is dict) and _address(x) not in seen:
-                    seen.add(_address(x))
+                elif (type(x) is list or type(x) is dict) and _first_visit(seen, x):
                     todo.append(x)
             for k in keys:
                 (<dict>container)[k] = span_text(<TextSpan>(<dict>container)[k])
