@@ -732,10 +732,11 @@ def part_encode(run: Run) -> Part:
     items = {label: run.usable(label)[0] for label in labels}
     ratios: Dict[str, List[float]] = {label: [] for label in labels}
     best: Dict[str, Dict[str, float]] = {label: {} for label in labels}
+    floors = {label: call_floor(pair["cython"], items[label]) for label in labels}
     for _ in range(run.args.runs):
         for label in labels:
             passes = op_passes(pair, items[label], ("encode",))["encode"]
-            passes["floor"] = call_floor(pair["cython"], items[label])
+            passes["floor"] = floors[label]
             times = interleaved(passes, run.args.budget, run.args.rounds)
             ratios[label].append(times["cython"] / times["rust"])
             for name, seconds in times.items():
