@@ -206,8 +206,10 @@ def extensions():
         return []
     exts = []
     sources = sorted(PACKAGE_DIR.glob("*.pyx"))
+    # The hand-written C the .pyx files include (a change to it rebuilds them).
+    headers = [h.relative_to(HERE).as_posix() for h in sorted(PACKAGE_DIR.glob("*.h"))]
     for source in sources:
-        ext = Extension(f"zodb_json_codec.{source.stem}", [source.relative_to(HERE).as_posix()])
+        ext = Extension(f"zodb_json_codec.{source.stem}", [source.relative_to(HERE).as_posix()], depends=headers)
         ext.cython_directives = {"language_level": "3"}
         exts.append(ext)
     return exts

@@ -2,7 +2,8 @@
 
     python benchmarks/instructions.py SET OP [--twin cython|python] [--repeat N]
 
-OP is decode, pg_json or encode.  Wall-clock timings on shared 2-core
+OP is decode, pg_json, encode or from_pg_json (encode_zodb_record_from_pg_json
+of the record's pg_json text, as the UTF-8 bytes psycopg hands a jsonb loader).  Wall-clock timings on shared 2-core
 machines move by 5-10% from run to run; callgrind's instruction count does
 not, so small changes to a hot loop (a call saved, a list not built) are
 compared by it: run this in two trees (PYTHONPATH=<tree>/src) and compare.
@@ -30,20 +31,26 @@ def _records(name, op, twin):
     import datasets
 
     records = list(datasets.load(name))
-    if op != "encode":
+    if op in ("decode", "pg_json"):
         return records
     decoder = importlib.import_module(f"zodb_json_codec._decode_{twin}")
+    if op == "from_pg_json":
+        rows = [decoder.decode_zodb_record_for_pg_json(r)[:3] for r in records]
+        return [(module, name, text.encode("utf-8")) for module, name, text in rows]
     return [decoder.decode_zodb_record(r) for r in records]
 
 
 def _work(name, op, twin, repeat):
     """The inner run (under callgrind): the set's records through op, repeat times."""
     records = _records(name, op, twin)
-    side = "encode" if op == "encode" else "decode"
+    side = "decode" if op in ("decode", "pg_json") else "encode"
     module = importlib.import_module(f"zodb_json_codec._{side}_{twin}")
     function = {"decode": "decode_zodb_record", "pg_json": "decode_zodb_record_for_pg_json",
-                "encode": "encode_zodb_record"}[op]
+                "encode": "encode_zodb_record", "from_pg_json": "encode_zodb_record_from_pg_json"}[op]
     f = getattr(module, function)
+    if op == "from_pg_json":
+        g = f
+        f = lambda row: g(*row)  # noqa: E731 - (module, name, state_json)
     for _ in range(repeat):
         for r in records:
             f(r)
@@ -65,7 +72,7 @@ def _count(args, repeat):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("set")
-    parser.add_argument("op", choices=("decode", "pg_json", "encode"))
+    parser.add_argument("op", choices=("decode", "pg_json", "encode", "from_pg_json"))
     parser.add_argument("--twin", choices=("cython", "python"), default="cython")
     parser.add_argument("--repeat", type=int, default=0, help="rounds (default: about 2000 records' worth)")
     parser.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)

@@ -12,6 +12,9 @@
 - ``cli``: the command line in a child process.
 - ``large_text_records``: records whose strings are long (kilobytes of text with
   non-ASCII, escapes, U+0000, lone surrogates) in every place a string can be.
+- ``UTF8_SEQUENCES`` / ``utf8_texts``: byte sequences that strict UTF-8 takes
+  or refuses, at every position around the 16-byte blocks the compiled
+  twins check at once.
 """
 
 from __future__ import annotations
@@ -158,4 +161,29 @@ def large_text_records() -> List[bytes]:
                 record({"obj": types.SimpleNamespace(body=text, n=1)}, protocol),
                 record(((text, 1, other, 2),), protocol, klass=(("BTrees.OOBTree", "OOBucket"), None)),
             ]
+    return out
+
+
+#: One character's bytes that strict UTF-8 takes (each length, each lead byte's narrowest second-byte range,
+#: the last before the surrogates and the last code point) and refuses (a lone continuation, truncated and
+#: overlong sequences, surrogates, code points past U+10FFFF, bytes that are never UTF-8), and U+0000.
+UTF8_SEQUENCES = [
+    b"\xc2\x80", b"\xc3\xa9", b"\xdf\xbf", b"\xe0\xa0\x80", b"\xe2\x82\xac", b"\xed\x9f\xbf", b"\xee\x80\x80",
+    b"\xef\xbf\xbf", b"\xf0\x90\x80\x80", b"\xf0\x9f\x98\x80", b"\xf4\x8f\xbf\xbf", b"\x00", b"\x7f",
+    b"\x80", b"\xbf", b"\xc3", b"\xe2\x82", b"\xf0\x9f\x98", b"\xc0\x80", b"\xc1\xbf", b"\xe0\x80\x80",
+    b"\xe0\x9f\xbf", b"\xed\xa0\x80", b"\xed\xbf\xbf", b"\xf0\x80\x80\x80", b"\xf0\x8f\xbf\xbf",
+    b"\xf4\x90\x80\x80", b"\xf5\x80\x80\x80", b"\xf8\x88\x80\x80\x80", b"\xff", b"\xfe", b"\xc3\xa9\xa9",
+    b"\xe2\x82\xac\x80", b"\xc3\x28", b"\xe2\x28\xa1", b"\xf0\x28\x8c\xbc",
+]
+
+
+def utf8_texts(size: int, filler: bytes = b"a") -> List[bytes]:
+    """Texts of size bytes of filler (ASCII or a valid multi-byte character) with one of UTF8_SEQUENCES at every
+    offset in the last 40 bytes, across 16-byte block boundaries (size a multiple of 16 gives every alignment)."""
+    out = []
+    for sequence in UTF8_SEQUENCES:
+        for at in range(max(0, size - 40), size - len(sequence) + 1):
+            head = (filler * (at // len(filler) + 1))[:at]
+            head = head[:len(head) - len(head) % len(filler)] + b"a" * (len(head) % len(filler))
+            out.append(head + sequence + b"b" * (size - at - len(sequence)))
     return out

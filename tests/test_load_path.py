@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 import corpus
 from deepvalues import json_text
-from helpers import same_records
+from helpers import UTF8_SEQUENCES, same_records, utf8_texts
 from test_corpus import UNLOADABLE
 from test_jsonread import json_texts, strict_loads, whitespace
 from test_twins import observe, twins  # noqa: F401 (twins: the fixture of both twins)
@@ -225,6 +225,41 @@ def test_bad_bytes_name_the_byte_offset(twins, data, offset):
         assert found == observe(cython.encode_zodb_record_from_pg_json, "app.mod", "Kls", arg)
         assert found[:2] == ("raised", CodecError), found
         assert int(OFFSET.match(found[2]).group(1)) == offset, found
+
+
+def check_utf8_string(twins, payload: bytes) -> None:
+    """payload as a JSON string's bytes: the definition's record, or the ValueError naming the first bad byte."""
+    python, cython = twins
+    data = b'["' + payload + b'"]'
+    found = observe(cython.encode_zodb_record_from_pg_json, "app.mod", "Kls", data)
+    assert found == observe(python.encode_zodb_record_from_pg_json, "app.mod", "Kls", data), data
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        assert found[:2] == ("raised", CodecError) and int(OFFSET.match(found[2]).group(1)) == exc.start, data
+    else:
+        expected = _definition(python, "app.mod", "Kls", text)
+        assert found == expected if expected is not None else found[:2] == ("raised", CodecError), data
+
+
+@pytest.mark.parametrize("filler", ["a", "é", "中"])
+@pytest.mark.parametrize("size", [16, 31, 64, 100])
+def test_utf8_checked_block_by_block(twins, size, filler):
+    """Each sequence strict UTF-8 takes or refuses, at every position around the 16-byte blocks the compiled
+    reader checks at once."""
+    for payload in utf8_texts(size, filler.encode()):
+        check_utf8_string(twins, payload)
+
+
+_UTF8_PIECES = st.one_of(st.sampled_from(UTF8_SEQUENCES), st.binary(max_size=4),
+                         st.text(max_size=24).map(lambda t: t.encode("utf-8", "surrogatepass")))
+
+
+@SETTINGS
+@given(pieces=st.lists(_UTF8_PIECES, max_size=40))
+def test_generated_bytes_checked_as_strict_utf8(twins, pieces):
+    """Any bytes between the quotes, valid or not in several places."""
+    check_utf8_string(twins, b"".join(pieces).replace(b'"', b"'").replace(b"\\", b"/"))
 
 
 @pytest.mark.parametrize("text", ['{"a": "\x01"}', "[1,]", "[1] x", '{"a": NaN}', "-Infinity", "01", "1.", ".5",

@@ -37,7 +37,7 @@ from hypothesis import strategies as st
 
 from corpus import NAMES, row_record, vectors
 from deepvalues import json_text, nested_pickle
-from helpers import DECODERS, ENCODERS, PICKLE_DECODERS, large_text_records
+from helpers import DECODERS, ENCODERS, PICKLE_DECODERS, large_text_records, record, utf8_texts
 from strictcompare import describe, diff, outcome, outcome_diff
 from twinloader import load_twin
 
@@ -452,6 +452,22 @@ def test_records_with_large_texts(twins):
     found = Differences()
     for data in large_text_records():
         compare_record(twins, data, found, f"record {b64(data)[:80]}...")
+    assert not found, found.report()
+
+
+@pytest.mark.parametrize("filler", ["a", "é", "中"])
+def test_long_strings_utf8_checked_block_by_block(twins, filler):
+    """BINUNICODE payloads long enough to stay in the pickle on the compiled pg_json path, which checks their
+    UTF-8 16 bytes at a time, with each sequence strict UTF-8 takes or refuses (and U+0000, which such a
+    payload must not hold) at every position around those blocks: both twins give the same outcome."""
+    size = 4160
+    template = record({"text": "Q" * size}, 3)
+    python, cython = twins
+    found = Differences()
+    for payload in utf8_texts(size, filler.encode()):
+        data = template.replace(b"Q" * size, payload)
+        found.note(f"payload ...{payload[-48:]!r}", observe(python.decode_zodb_record_for_pg_json, data),
+                   observe(cython.decode_zodb_record_for_pg_json, data))
     assert not found, found.report()
 
 

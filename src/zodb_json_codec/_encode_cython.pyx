@@ -304,42 +304,6 @@ cdef extern from *:
         return n;
     }
 
-    /* The length of the longest prefix of p[0:n] that is strict UTF-8 (what bytes.decode("utf-8") takes:
-       no surrogates, overlong forms or code points past U+10FFFF); n if all of it is. */
-    static Py_ssize_t zjc_utf8_prefix(const unsigned char *p, Py_ssize_t n) {
-        Py_ssize_t i = 0;
-        unsigned char c, lo, hi;
-        int m, k;
-        while (i < n) {
-            c = p[i];
-            if (c < 0x80) {
-    #if defined(__SSE2__) && defined(__GNUC__)
-                if (i + 16 <= n && !_mm_movemask_epi8(_mm_loadu_si128((const __m128i *)(p + i)))) {
-                    i += 16;
-                    continue;
-                }
-    #endif
-                i++;
-                continue;
-            }
-            /* The commonest: three bytes (most of the BMP), lead byte E1-EC or EE-EF. */
-            if ((c & 0xF0) == 0xE0 && c != 0xE0 && c != 0xED && i + 3 <= n
-                    && (p[i + 1] & 0xC0) == 0x80 && (p[i + 2] & 0xC0) == 0x80) {
-                i += 3;
-                continue;
-            }
-            lo = 0x80; hi = 0xBF;
-            if (c >= 0xC2 && c <= 0xDF) m = 2;
-            else if (c >= 0xE0 && c <= 0xEF) { m = 3; if (c == 0xE0) lo = 0xA0; else if (c == 0xED) hi = 0x9F; }
-            else if (c >= 0xF0 && c <= 0xF4) { m = 4; if (c == 0xF0) lo = 0x90; else if (c == 0xF4) hi = 0x8F; }
-            else return i;
-            if (i + m > n || p[i + 1] < lo || p[i + 1] > hi) return i;
-            for (k = 2; k < m; k++) if ((p[i + k] & 0xC0) != 0x80) return i;
-            i += m;
-        }
-        return n;
-    }
-
     /* The last '.' of p[0:n], or -1; *newline set if a newline is in it. */
     static Py_ssize_t zjc_last_dot(const unsigned char *p, Py_ssize_t n, int *newline) {
         Py_ssize_t i = n - 1;
@@ -360,8 +324,11 @@ cdef extern from *:
     int zjc_hexval(unsigned char c) noexcept nogil
     int zjc_unhex(const unsigned char* p, Py_ssize_t n, unsigned char* out) noexcept
     Py_ssize_t zjc_string_run(const unsigned char* p, Py_ssize_t n) noexcept nogil
-    Py_ssize_t zjc_utf8_prefix(const unsigned char* p, Py_ssize_t n) noexcept nogil
     Py_ssize_t zjc_last_dot(const unsigned char* p, Py_ssize_t n, int* newline) noexcept
+
+
+cdef extern from "_utf8.h":
+    Py_ssize_t zjc_utf8_prefix(const unsigned char* p, Py_ssize_t n, int no_nul) noexcept nogil
 
 
 # Limits, read once from _common.
@@ -2149,7 +2116,7 @@ cdef int _unescape(const unsigned char* p, Py_ssize_t* at, Py_ssize_t n, Py_ssiz
         start = i
         i += zjc_string_run(p + i, n - i)
         if check_utf8:
-            m = zjc_utf8_prefix(p + start, i - start)
+            m = zjc_utf8_prefix(p + start, i - start, 0)
             if m < i - start:
                 i = start + m
                 break
@@ -2585,7 +2552,7 @@ cdef int _json_ns(Reader* r, Writer* w) except -1:
     _reserve(w, size + 5 + 16)
     head = w.pos
     if (zjc_b64_decode(r.p + start, n, w.buf + head + 5) != 0
-            or zjc_utf8_prefix(w.buf + head + 5, size) != size):
+            or zjc_utf8_prefix(w.buf + head + 5, size, 0) != size):
         return 0
     w.buf[head] = BINUNICODE
     _le32(w.buf + head + 1, <uint64_t>size)

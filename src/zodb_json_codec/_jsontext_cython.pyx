@@ -28,6 +28,10 @@ from libc.string cimport memcpy
 from . import _jsontext_python
 from ._jsontext_python import pretty_json_text, sanitize_for_pg  # noqa: F401 (re-exported for _decode_cython)
 
+cdef extern from "_utf8.h":
+    Py_ssize_t zjc_utf8_prefix(const unsigned char* p, Py_ssize_t n, int no_nul) noexcept nogil
+
+
 cdef extern from "Python.h":
     long long PyLong_AsLongLongAndOverflow(object v, int* overflow) except? -1
     const char* PyUnicode_AsUTF8AndSize(object s, Py_ssize_t* size) except NULL
@@ -325,57 +329,13 @@ cdef str span_text(TextSpan span):
     return PyUnicode_DecodeUTF8(PyBytes_AS_STRING(span.data) + span.start, span.size, NULL)
 
 
-# Strict UTF-8 by lead byte: the sequence length (0: never a lead; U+0000 counts as invalid here,
-# as spans never hold it) and the range of the second byte (no overlongs, surrogates or code
-# points beyond U+10FFFF: what CPython's strict decoder rejects).
-cdef unsigned char UTF8_LENGTH[256]
-cdef unsigned char UTF8_LOW[256]
-cdef unsigned char UTF8_HIGH[256]
-for _i in range(256):
-    UTF8_LENGTH[_i] = (0 if _i == 0 else 1 if _i < 0x80 else 0 if _i < 0xC2 else 2 if _i < 0xE0
-                       else 3 if _i < 0xF0 else 4 if _i < 0xF5 else 0)
-    UTF8_LOW[_i] = 0xA0 if _i == 0xE0 else 0x90 if _i == 0xF0 else 0x80
-    UTF8_HIGH[_i] = 0x9F if _i == 0xED else 0x8F if _i == 0xF4 else 0xBF
-
-
-cdef inline bint _ascii_word(const unsigned char* p) noexcept nogil:
-    """Are these 8 bytes ASCII without a zero byte?"""
-    cdef uint64_t word, ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL
-    memcpy(&word, p, 8)
-    return (word & highs) == 0 and ((word - ones) & ~word & highs) == 0
-
-
-cdef bint _clean_utf8(const unsigned char* p, Py_ssize_t n) noexcept nogil:
-    cdef Py_ssize_t i = 0
-    cdef unsigned char c, k, c1
-    while i < n:
-        c = p[i]
-        k = UTF8_LENGTH[c]
-        if k == 1:
-            i += 1
-            while i + 8 <= n and _ascii_word(p + i):  # an ASCII run: 8 bytes at a time
-                i += 8
-            continue
-        if k == 0 or i + k > n:
-            return False
-        c1 = p[i + 1]
-        if c1 < UTF8_LOW[c] or c1 > UTF8_HIGH[c]:
-            return False
-        if k >= 3 and (p[i + 2] & 0xC0) != 0x80:
-            return False
-        if k == 4 and (p[i + 3] & 0xC0) != 0x80:
-            return False
-        i += k
-    return True
-
-
 cdef bint clean_utf8(const unsigned char* p, Py_ssize_t n):
     """Is p[:n] what the strict UTF-8 decoder accepts, without U+0000?  Big ones without the GIL."""
     cdef bint clean
     if n < NOGIL_BYTES:
-        return _clean_utf8(p, n)
+        return zjc_utf8_prefix(p, n, 1) == n
     with nogil:
-        clean = _clean_utf8(p, n)
+        clean = zjc_utf8_prefix(p, n, 1) == n
     return clean
 
 

@@ -1,0 +1,154 @@
+/* Strict UTF-8 validation for the Cython twins (the encoder's JSON reader and the decoder's text spans).
+
+   "Strict" is what bytes.decode("utf-8") accepts: no overlong forms, no surrogates (U+D800-U+DFFF), nothing
+   past U+10FFFF, no truncated sequence at the end.  zjc_utf8_prefix gives the length of the longest valid
+   prefix (the offset of the first error, for the error message); with no_nul, a zero byte counts as an error
+   too (the decoder's text spans never hold U+0000: such text takes the @ns route).
+
+   On x86-64 CPUs with SSSE3 (all since about 2006), texts of 16 bytes and more are first checked 16 bytes at
+   a time with the table lookups of Keiser and Lemire ("Validating UTF-8 in less than one instruction per
+   byte", Software: Practice and Experience, 2021; the algorithm of simdjson and simdutf): three 16-entry
+   tables, indexed by the nibbles of each byte and of the byte before it, flag every two-byte pattern that
+   cannot occur, and a comparison with the bytes two and three back checks the third and fourth bytes of
+   long sequences.  Only when a text fails that check does the byte-at-a-time loop run, to find where. */
+
+#ifndef ZJC_UTF8_H
+#define ZJC_UTF8_H
+
+#include <stddef.h>
+#include <string.h>
+#include "Python.h"
+
+/* The byte-at-a-time check: the length of the longest strict UTF-8 prefix of p[0:n] (n when all is). */
+static Py_ssize_t zjc_utf8_prefix_bytewise(const unsigned char *p, Py_ssize_t n, int no_nul) {
+    Py_ssize_t i = 0;
+    unsigned char c, lo, hi;
+    int m, k;
+    while (i < n) {
+        c = p[i];
+        if (c < 0x80) {
+            if (c == 0 && no_nul) return i;
+            i++;
+            continue;
+        }
+        /* The commonest first: two bytes (Latin, Greek, Cyrillic...), then three (most of the BMP). */
+        if (c >= 0xC2 && c <= 0xDF && i + 2 <= n && (p[i + 1] & 0xC0) == 0x80) {
+            i += 2;
+            continue;
+        }
+        if ((c & 0xF0) == 0xE0 && c != 0xE0 && c != 0xED && i + 3 <= n
+                && (p[i + 1] & 0xC0) == 0x80 && (p[i + 2] & 0xC0) == 0x80) {
+            i += 3;
+            continue;
+        }
+        lo = 0x80; hi = 0xBF;
+        if (c >= 0xC2 && c <= 0xDF) m = 2;
+        else if (c >= 0xE0 && c <= 0xEF) { m = 3; if (c == 0xE0) lo = 0xA0; else if (c == 0xED) hi = 0x9F; }
+        else if (c >= 0xF0 && c <= 0xF4) { m = 4; if (c == 0xF0) lo = 0x90; else if (c == 0xF4) hi = 0x8F; }
+        else return i;
+        if (i + m > n || p[i + 1] < lo || p[i + 1] > hi) return i;
+        for (k = 2; k < m; k++) if ((p[i + k] & 0xC0) != 0x80) return i;
+        i += m;
+    }
+    return n;
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#define ZJC_UTF8_SSSE3 1
+#include <tmmintrin.h>
+
+/* What a byte and the one before it may not be (the bits of the three tables below). */
+#define ZJC_TOO_SHORT 1      /* a lead byte not followed by a continuation byte */
+#define ZJC_TOO_LONG 2       /* ASCII followed by a continuation byte */
+#define ZJC_OVERLONG_3 4     /* E0 80-9F */
+#define ZJC_TOO_LARGE 8      /* F4 90-BF, F5-FF */
+#define ZJC_SURROGATE 16     /* ED A0-BF */
+#define ZJC_OVERLONG_2 32    /* C0-C1 */
+#define ZJC_TOO_LARGE_1000 64 /* F5-FF 80-8F */
+#define ZJC_OVERLONG_4 64    /* F0 80-8F */
+#define ZJC_TWO_CONTS 128    /* two continuation bytes (an error unless the third or fourth of a sequence) */
+#define ZJC_CARRY (ZJC_TOO_SHORT | ZJC_TOO_LONG | ZJC_TWO_CONTS)
+#define ZJC_C(x) ((char)(unsigned char)(x))
+
+/* Error bits of the 16 bytes x, given the 16 before them (prev). */
+__attribute__((target("ssse3")))
+static inline __m128i zjc_utf8_block_errors(__m128i x, __m128i prev) {
+    const __m128i nibble = _mm_set1_epi8(0x0F);
+    const __m128i first_high = _mm_setr_epi8(
+        ZJC_TOO_LONG, ZJC_TOO_LONG, ZJC_TOO_LONG, ZJC_TOO_LONG, ZJC_TOO_LONG, ZJC_TOO_LONG, ZJC_TOO_LONG,
+        ZJC_TOO_LONG, ZJC_C(ZJC_TWO_CONTS), ZJC_C(ZJC_TWO_CONTS), ZJC_C(ZJC_TWO_CONTS), ZJC_C(ZJC_TWO_CONTS),
+        ZJC_TOO_SHORT | ZJC_OVERLONG_2, ZJC_TOO_SHORT, ZJC_TOO_SHORT | ZJC_OVERLONG_3 | ZJC_SURROGATE,
+        ZJC_TOO_SHORT | ZJC_TOO_LARGE | ZJC_TOO_LARGE_1000 | ZJC_OVERLONG_4);
+    const __m128i first_low = _mm_setr_epi8(
+        ZJC_C(ZJC_CARRY | ZJC_OVERLONG_3 | ZJC_OVERLONG_2 | ZJC_OVERLONG_4), ZJC_C(ZJC_CARRY | ZJC_OVERLONG_2),
+        ZJC_C(ZJC_CARRY), ZJC_C(ZJC_CARRY), ZJC_C(ZJC_CARRY | ZJC_TOO_LARGE),
+        ZJC_C(ZJC_CARRY | ZJC_TOO_LARGE | ZJC_TOO_LARGE_1000), ZJC_C(ZJC_CARRY | ZJC_TOO_LARGE | ZJC_TOO_LARGE_1000),
+        ZJC_C(ZJC_CARRY | ZJC_TOO_LARGE | ZJC_TOO_LARGE_1000), ZJC_C(ZJC_CARRY | ZJC_TOO_LARGE | ZJC_TOO_LARGE_1000),
+        ZJC_C(ZJC_CARRY | ZJC_TOO_LARGE | ZJC_TOO_LARGE_1000), ZJC_C(ZJC_CARRY | ZJC_TOO_LARGE | ZJC_TOO_LARGE_1000),
+        ZJC_C(ZJC_CARRY | ZJC_TOO_LARGE | ZJC_TOO_LARGE_1000), ZJC_C(ZJC_CARRY | ZJC_TOO_LARGE | ZJC_TOO_LARGE_1000),
+        ZJC_C(ZJC_CARRY | ZJC_TOO_LARGE | ZJC_TOO_LARGE_1000 | ZJC_SURROGATE),
+        ZJC_C(ZJC_CARRY | ZJC_TOO_LARGE | ZJC_TOO_LARGE_1000), ZJC_C(ZJC_CARRY | ZJC_TOO_LARGE | ZJC_TOO_LARGE_1000));
+    const __m128i second_high = _mm_setr_epi8(
+        ZJC_TOO_SHORT, ZJC_TOO_SHORT, ZJC_TOO_SHORT, ZJC_TOO_SHORT, ZJC_TOO_SHORT, ZJC_TOO_SHORT, ZJC_TOO_SHORT,
+        ZJC_TOO_SHORT,
+        ZJC_C(ZJC_TOO_LONG | ZJC_OVERLONG_2 | ZJC_TWO_CONTS | ZJC_OVERLONG_3 | ZJC_TOO_LARGE_1000 | ZJC_OVERLONG_4),
+        ZJC_C(ZJC_TOO_LONG | ZJC_OVERLONG_2 | ZJC_TWO_CONTS | ZJC_OVERLONG_3 | ZJC_TOO_LARGE),
+        ZJC_C(ZJC_TOO_LONG | ZJC_OVERLONG_2 | ZJC_TWO_CONTS | ZJC_SURROGATE | ZJC_TOO_LARGE),
+        ZJC_C(ZJC_TOO_LONG | ZJC_OVERLONG_2 | ZJC_TWO_CONTS | ZJC_SURROGATE | ZJC_TOO_LARGE),
+        ZJC_TOO_SHORT, ZJC_TOO_SHORT, ZJC_TOO_SHORT, ZJC_TOO_SHORT);
+    __m128i prev1 = _mm_alignr_epi8(x, prev, 15);
+    __m128i special = _mm_and_si128(
+        _mm_and_si128(_mm_shuffle_epi8(first_high, _mm_and_si128(_mm_srli_epi16(prev1, 4), nibble)),
+                      _mm_shuffle_epi8(first_low, _mm_and_si128(prev1, nibble))),
+        _mm_shuffle_epi8(second_high, _mm_and_si128(_mm_srli_epi16(x, 4), nibble)));
+    /* The third and fourth bytes of a sequence: two continuations there are right, anything else wrong. */
+    __m128i third = _mm_subs_epu8(_mm_alignr_epi8(x, prev, 14), _mm_set1_epi8(ZJC_C(0xE0 - 0x80)));
+    __m128i fourth = _mm_subs_epu8(_mm_alignr_epi8(x, prev, 13), _mm_set1_epi8(ZJC_C(0xF0 - 0x80)));
+    __m128i must_continue = _mm_and_si128(_mm_or_si128(third, fourth), _mm_set1_epi8(ZJC_C(0x80)));
+    return _mm_xor_si128(must_continue, special);
+}
+
+/* Is p[0:n] strict UTF-8 (without zero bytes, with no_nul)?  16 bytes at a time; the last partial block is
+   padded with spaces, which also ends a truncated sequence as an error. */
+__attribute__((target("ssse3")))
+static int zjc_utf8_valid_ssse3(const unsigned char *p, Py_ssize_t n, int no_nul) {
+    /* A lead byte in the last three places that its sequence cannot finish within the block. */
+    const __m128i unfinished = _mm_setr_epi8(ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF),
+        ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF),
+        ZJC_C(0xF0 - 1), ZJC_C(0xE0 - 1), ZJC_C(0xC0 - 1));
+    const __m128i zero = _mm_setzero_si128();
+    __m128i prev = zero, errors = zero, x;
+    unsigned char tail[16];
+    Py_ssize_t i = 0;
+    while (i < n) {
+        if (i + 16 <= n) {
+            x = _mm_loadu_si128((const __m128i *)(p + i));
+        } else {
+            memset(tail, ' ', 16);
+            memcpy(tail, p + i, (size_t)(n - i));
+            x = _mm_loadu_si128((const __m128i *)tail);
+        }
+        if (no_nul) errors = _mm_or_si128(errors, _mm_cmpeq_epi8(x, zero));
+        if (_mm_movemask_epi8(x) == 0) {
+            /* ASCII: right unless the block before ended inside a sequence. */
+            errors = _mm_or_si128(errors, _mm_subs_epu8(prev, unfinished));
+        } else {
+            errors = _mm_or_si128(errors, zjc_utf8_block_errors(x, prev));
+        }
+        prev = x;
+        i += 16;
+    }
+    errors = _mm_or_si128(errors, _mm_subs_epu8(prev, unfinished));
+    return _mm_movemask_epi8(_mm_cmpeq_epi8(errors, zero)) == 0xFFFF;
+}
+#endif
+
+/* The length of the longest strict UTF-8 prefix of p[0:n]: n when all of it is. */
+static inline Py_ssize_t zjc_utf8_prefix(const unsigned char *p, Py_ssize_t n, int no_nul) {
+#ifdef ZJC_UTF8_SSSE3
+    if (n >= 16 && __builtin_cpu_supports("ssse3") && zjc_utf8_valid_ssse3(p, n, no_nul)) return n;
+#endif
+    return zjc_utf8_prefix_bytewise(p, n, no_nul);
+}
+
+#endif
