@@ -12,10 +12,12 @@ A storage laid out as zodb-pgjsonb's object_state loads an object from
   state_json) (compiled and Python twin), which parses the text itself. Until
   a twin has it, its column says "not yet".
 
-Rows are (class_mod, class_name, state_json, parsed state), state_json as
-PostgreSQL gives the jsonb column back as text (``state::text``) for the
-Cython twin's decode_zodb_record_for_pg_json text, or, without a server,
-that text itself.
+The text is what PostgreSQL gives back for the jsonb column (for the Cython
+twin's decode_zodb_record_for_pg_json text), or, without a server, that
+text itself, in the form a driver hands it over: psycopg 3 gives a jsonb
+loader the column's UTF-8 ``bytes`` (its default loader json.loads them, as
+(a) and (b) do; an identity loader, docs/api.md, gives them to (c)), and a
+``state::text`` cast gives a ``str`` ("(c) ... str").
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import base64
 import json
 import sys
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # pgserver, pgjsonb
 
@@ -32,7 +34,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # pgs
 NEW_FUNCTION = "encode_zodb_record_from_pg_json"
 NOT_YET = "not yet"
 
-Row = Tuple[str, str, str, Any]
+
+
+class Row(NamedTuple):
+    module: str
+    name: str
+    data: bytes  # the state's JSON text as psycopg hands a jsonb loader: UTF-8 bytes
+    text: str  # the same as a state::text cast gives it
+    state: Any  # json.loads of it
 
 
 def unsanitize_from_pg(value: Any) -> Any:
@@ -65,22 +74,24 @@ def _with_items_unsanitized(container: Any, slots: Iterable[Tuple[Any, Any]]) ->
 
 def old_path(rust_encode: Callable[[Any], bytes]) -> Callable[[Row], bytes]:
     """(a): json.loads + unsanitize_from_pg + the Rust codec's encode_zodb_record."""
-    return lambda row: rust_encode({"@cls": [row[0], row[1]], "@s": unsanitize_from_pg(json.loads(row[2]))})
+    return lambda row: rust_encode({"@cls": [row.module, row.name], "@s": unsanitize_from_pg(json.loads(row.data))})
 
 
 def dict_path(encode: Callable[[Any], bytes]) -> Callable[[Row], bytes]:
     """(b): json.loads + encode_zodb_record."""
-    return lambda row: encode({"@cls": [row[0], row[1]], "@s": json.loads(row[2])})
+    return lambda row: encode({"@cls": [row.module, row.name], "@s": json.loads(row.data)})
 
 
-def text_path(from_pg_json: Callable[[str, str, Any], bytes]) -> Callable[[Row], bytes]:
-    """(c): the new function, straight from the text."""
-    return lambda row: from_pg_json(row[0], row[1], row[2])
+def text_path(from_pg_json: Callable[[str, str, Any], bytes], as_str: bool = False) -> Callable[[Row], bytes]:
+    """(c): the new function, straight from the text (bytes, or the str of a ::text cast)."""
+    if as_str:
+        return lambda row: from_pg_json(row.module, row.name, row.text)
+    return lambda row: from_pg_json(row.module, row.name, row.data)
 
 
 def parts() -> Dict[str, Callable[[Row], Any]]:
     """The pieces of (a) before the codec: the driver's parse, and the walk over an already parsed state."""
-    return {"json.loads": lambda row: json.loads(row[2]), "walk": lambda row: unsanitize_from_pg(row[3])}
+    return {"json.loads": lambda row: json.loads(row.data), "walk": lambda row: unsanitize_from_pg(row.state)}
 
 
 def state_texts(records: Sequence[bytes], pg_json: Callable[[bytes], tuple], dsn: Optional[str]) -> List[Row]:
@@ -91,13 +102,15 @@ def state_texts(records: Sequence[bytes], pg_json: Callable[[bytes], tuple], dsn
         from pgjsonb import jsonb_texts
 
         texts = jsonb_texts(dsn, texts)
-    return [(module, name, text, json.loads(text)) for (module, name, _), text in zip(decoded, texts)]
+    return [Row(module, name, text.encode("utf-8"), text, json.loads(text))
+            for (module, name, _), text in zip(decoded, texts)]
 
 
 def fresh_rows(rows: Sequence[Row]) -> List[Row]:
-    """The rows with new str objects of the same texts, as a driver hands them over: no UTF-8 form kept in them
-    (CPython keeps a str's UTF-8 once asked for it, so a second pass over the same texts would not pay for it)."""
-    return [(module, name, (text + " ")[:-1], state) for module, name, text, state in rows]
+    """The rows with new bytes and str objects of the same texts, as a driver hands them over: no UTF-8 form kept
+    in the str (CPython keeps a str's UTF-8 once asked for it, so a second pass over the same texts would not pay
+    for it)."""
+    return [row._replace(data=(row.data + b" ")[:-1], text=(row.text + " ")[:-1]) for row in rows]
 
 
 def differences(fn: Callable[[Row], bytes], reference: Callable[[Row], bytes], rows: Sequence[Row]) -> int:

@@ -11,7 +11,9 @@ record bytes:
 - (a) old: ``state`` (psycopg json.loads it), unsanitize_from_pg, the Rust
   codec's encode_zodb_record;
 - (b) ``state`` (json.loads by psycopg), this codec's encode_zodb_record;
-- (c) ``state::text``, this codec's encode_zodb_record_from_pg_json.
+- (c) ``state`` fetched with an identity json loader (the column's UTF-8
+  bytes, docs/api.md), this codec's encode_zodb_record_from_pg_json;
+- (c) ... ``str``: the same from ``state::text`` (a str).
 """
 
 from __future__ import annotations
@@ -76,11 +78,16 @@ def zoids(conn: Any, table: str = TABLE) -> List[int]:
     return [row[0] for row in conn.execute(sql.SQL("SELECT zoid FROM {} ORDER BY zoid").format(sql.Identifier(table)))]
 
 
-def _loader(conn: Any, query: str, table: str, convert: Callable[[str, str, Any], Any]) -> Callable[[int], Any]:
+def _loader(conn: Any, query: str, table: str, convert: Callable[[str, str, Any], Any],
+            raw_json: bool = False) -> Callable[[int], Any]:
+    """zoid -> convert(class_mod, class_name, state); with raw_json, jsonb comes as the bytes psycopg reads."""
     from psycopg import sql
+    from psycopg.types.json import set_json_loads
 
     statement = sql.SQL(query).format(table=sql.Identifier(table))
     cursor = conn.cursor()
+    if raw_json:
+        set_json_loads(lambda data: data, cursor)
 
     def load(zoid: int) -> Any:
         cursor.execute(statement, (zoid,))
@@ -109,7 +116,8 @@ def loaders(
     out[f"(b) {twin}"] = _loader(conn, JSON_QUERY, table, lambda module, name, state: encode(
         {"@cls": [module, name], "@s": state}))
     if from_pg_json is not None:
-        out[f"(c) {twin}"] = _loader(conn, TEXT_QUERY, table, from_pg_json)
+        out[f"(c) {twin}"] = _loader(conn, JSON_QUERY, table, from_pg_json, raw_json=True)
+        out[f"(c) {twin} str"] = _loader(conn, TEXT_QUERY, table, from_pg_json)
     return out
 
 

@@ -113,13 +113,15 @@ def test_the_three_load_paths_give_a_record_of_the_same_state():
     pure_decoder, pure_encoder = _impl.import_twin("python")
     records = datasets.load("large_strings")
     rows = loadpath.state_texts(records, pure_decoder.decode_zodb_record_for_pg_json, None)
-    via_definition = loadpath.text_path(
-        lambda m, n, s: pure_encoder.encode_zodb_record({"@cls": [m, n], "@s": json.loads(s)}))
+    definition = lambda m, n, s: pure_encoder.encode_zodb_record({"@cls": [m, n], "@s": json.loads(s)})  # noqa: E731
+    via_definition = loadpath.text_path(definition)
     for data, row in zip(records, rows):
+        assert isinstance(row.data, bytes) and row.data == row.text.encode("utf-8")
         expected = pure_decoder.decode_zodb_record(data)
         old = loadpath.old_path(pure_encoder.encode_zodb_record)(row)
         assert pure_decoder.decode_zodb_record(old) == expected
         assert loadpath.dict_path(pure_encoder.encode_zodb_record)(row) == via_definition(row)
+        assert loadpath.text_path(definition, as_str=True)(row) == via_definition(row)
     assert loadpath.differences(via_definition, loadpath.dict_path(pure_encoder.encode_zodb_record), rows) == 0
 
 
