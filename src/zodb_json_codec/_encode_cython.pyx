@@ -285,25 +285,6 @@ cdef extern from *:
         return bad & 0x100 ? -1 : 0;
     }
 
-    /* JSON string text: the offset of the first '"', backslash or control character in p[0:n], else n
-       (16 bytes at a time where SSE2 is there). */
-    static Py_ssize_t zjc_string_run(const unsigned char *p, Py_ssize_t n) {
-        Py_ssize_t i = 0;
-    #if defined(__SSE2__) && defined(__GNUC__)
-        const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8(92), c1f = _mm_set1_epi8(0x1F);
-        for (; i + 16 <= n; i += 16) {
-            __m128i x = _mm_loadu_si128((const __m128i *)(p + i));
-            __m128i m = _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, backslash));
-            int mask = _mm_movemask_epi8(_mm_or_si128(m, _mm_cmpeq_epi8(_mm_min_epu8(x, c1f), x)));
-            if (mask) return i + __builtin_ctz((unsigned int)mask);
-        }
-    #endif
-        for (; i < n; i++) {
-            if (p[i] == '"' || p[i] == 92 || p[i] < 0x20) return i;
-        }
-        return n;
-    }
-
     /* The last '.' of p[0:n], or -1; *newline set if a newline is in it. */
     static Py_ssize_t zjc_last_dot(const unsigned char *p, Py_ssize_t n, int *newline) {
         Py_ssize_t i = n - 1;
@@ -323,12 +304,13 @@ cdef extern from *:
     int zjc_compact_long(object v, long long* out) noexcept
     int zjc_hexval(unsigned char c) noexcept nogil
     int zjc_unhex(const unsigned char* p, Py_ssize_t n, unsigned char* out) noexcept
-    Py_ssize_t zjc_string_run(const unsigned char* p, Py_ssize_t n) noexcept nogil
     Py_ssize_t zjc_last_dot(const unsigned char* p, Py_ssize_t n, int* newline) noexcept
 
 
 cdef extern from "_utf8.h":
     Py_ssize_t zjc_utf8_prefix(const unsigned char* p, Py_ssize_t n, int no_nul) noexcept nogil
+    Py_ssize_t zjc_json_run(const unsigned char* p, Py_ssize_t n, unsigned char* o, int check_utf8,
+                            int* bad) noexcept nogil
 
 
 # Limits, read once from _common.
@@ -2105,22 +2087,18 @@ cdef int _unescape(const unsigned char* p, Py_ssize_t* at, Py_ssize_t n, Py_ssiz
     cdef Py_ssize_t i = at[0], start
     cdef unsigned char* o = out[0]
     cdef unsigned char c, e
-    cdef Py_ssize_t m
-    cdef int unit, low
+    cdef int unit, low, bad = 0
     cdef int status = -1
     while True:
         if i >= limit:
             status = 1
             break
-        # The run up to the next quote, backslash, control character (or bad UTF-8), copied at once.
+        # The run up to the next quote, backslash or control character, copied (and checked) at once.
         start = i
-        i += zjc_string_run(p + i, n - i)
-        if check_utf8:
-            m = zjc_utf8_prefix(p + start, i - start, 0)
-            if m < i - start:
-                i = start + m
-                break
-        _copy(o, p + start, i - start)
+        i += zjc_json_run(p + i, n - i, o, check_utf8, &bad)
+        if bad:
+            i = start + zjc_utf8_prefix(p + start, i - start, 0)  # where the bad UTF-8 is
+            break
         o += i - start
         if i >= n:
             break

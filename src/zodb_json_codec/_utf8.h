@@ -1,4 +1,5 @@
-/* Strict UTF-8 validation for the Cython twins (the encoder's JSON reader and the decoder's text spans).
+/* Strict UTF-8 validation for the Cython twins (the encoder's JSON reader and the decoder's text spans), and
+   the JSON reader's string runs, found, copied and checked in one pass.
 
    "Strict" is what bytes.decode("utf-8") accepts: no overlong forms, no surrogates (U+D800-U+DFFF), nothing
    past U+10FFFF, no truncated sequence at the end.  zjc_utf8_prefix gives the length of the longest valid
@@ -149,6 +150,81 @@ static inline Py_ssize_t zjc_utf8_prefix(const unsigned char *p, Py_ssize_t n, i
     if (n >= 16 && __builtin_cpu_supports("ssse3") && zjc_utf8_valid_ssse3(p, n, no_nul)) return n;
 #endif
     return zjc_utf8_prefix_bytewise(p, n, no_nul);
+}
+
+/* JSON string text: the offset of the first '"', backslash or control character in p[0:n], else n. */
+static Py_ssize_t zjc_string_run(const unsigned char *p, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    for (; i < n; i++) {
+        if (p[i] == '"' || p[i] == 92 || p[i] < 0x20) return i;
+    }
+    return n;
+}
+
+#ifdef ZJC_UTF8_SSSE3
+/* zjc_json_run, 16 bytes at a time: each block is looked at for the run's end, stored (o has room for n bytes)
+   and checked as UTF-8 with the bytes from the run's end on replaced by spaces, which also ends a sequence
+   truncated there as an error. */
+__attribute__((target("ssse3")))
+static Py_ssize_t zjc_json_run_ssse3(const unsigned char *p, Py_ssize_t n, unsigned char *o, int check_utf8,
+                                     int *bad) {
+    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8(92), c1f = _mm_set1_epi8(0x1F);
+    const __m128i spaces = _mm_set1_epi8(' '), zero = _mm_setzero_si128();
+    const __m128i iota = _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m128i unfinished = _mm_setr_epi8(ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF),
+        ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF),
+        ZJC_C(0xF0 - 1), ZJC_C(0xE0 - 1), ZJC_C(0xC0 - 1));
+    __m128i prev = zero, errors = zero, x, keep;
+    unsigned char tail[16];
+    Py_ssize_t i = 0;
+    int mask, k, partial;
+    while (i < n) {
+        partial = i + 16 > n;
+        if (partial) {
+            memset(tail, ' ', 16);
+            memcpy(tail, p + i, (size_t)(n - i));
+            x = _mm_loadu_si128((const __m128i *)tail);
+        } else {
+            x = _mm_loadu_si128((const __m128i *)(p + i));
+        }
+        mask = _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, backslash)),
+                                              _mm_cmpeq_epi8(_mm_min_epu8(x, c1f), x)));
+        k = mask ? __builtin_ctz((unsigned int)mask) : partial ? (int)(n - i) : 16;
+        if (partial) memcpy(o + i, p + i, (size_t)k);
+        else _mm_storeu_si128((__m128i *)(o + i), x);
+        if (check_utf8) {
+            if (k < 16) {
+                keep = _mm_cmpgt_epi8(_mm_set1_epi8((char)k), iota);
+                x = _mm_or_si128(_mm_and_si128(keep, x), _mm_andnot_si128(keep, spaces));
+            }
+            if (_mm_movemask_epi8(x) == 0) errors = _mm_or_si128(errors, _mm_subs_epu8(prev, unfinished));
+            else errors = _mm_or_si128(errors, zjc_utf8_block_errors(x, prev));
+            prev = x;
+        }
+        i += k;
+        if (k < 16) break;
+    }
+    if (check_utf8) {
+        errors = _mm_or_si128(errors, _mm_subs_epu8(prev, unfinished));
+        if (_mm_movemask_epi8(_mm_cmpeq_epi8(errors, zero)) != 0xFFFF) *bad = 1;
+    }
+    return i;
+}
+#endif
+
+/* The run of JSON string text at p[0:n] up to its first '"', backslash or control character, copied to o (room
+   for n bytes); its length.  With check_utf8, *bad is set when the run is not strict UTF-8 (zjc_utf8_prefix
+   then says where). */
+static inline Py_ssize_t zjc_json_run(const unsigned char *p, Py_ssize_t n, unsigned char *o, int check_utf8,
+                                      int *bad) {
+    Py_ssize_t k;
+#ifdef ZJC_UTF8_SSSE3
+    if (__builtin_cpu_supports("ssse3")) return zjc_json_run_ssse3(p, n, o, check_utf8, bad);
+#endif
+    k = zjc_string_run(p, n);
+    if (check_utf8 && zjc_utf8_prefix(p, k, 0) != k) *bad = 1;
+    memcpy(o, p, (size_t)k);
+    return k;
 }
 
 #endif
