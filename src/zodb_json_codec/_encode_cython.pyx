@@ -2476,7 +2476,7 @@ cdef int _json_one_key_marker(Reader* r, Writer* w, Py_ssize_t depth) except -1:
     _ws(r)
     kind = _short_marker_key(r)
     is_text = kind == KEY_B or kind == KEY_DT or kind == KEY_DEC or kind == KEY_DATE or kind == KEY_UUID or kind == KEY_NS
-    if kind == -1 or r.i >= r.n or r.p[r.i] != (34 if is_text else b'['):
+    if kind == -1 or r.i >= r.n or r.p[r.i] != (34 if is_text else 91):
         r.i = save_i
         return 0
     if kind == KEY_NS:
