@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import sys
 
@@ -151,6 +152,27 @@ def test_generated_markers_give_the_definitions_record(twins, value, before, aft
 ])
 def test_known_texts(twins, text):
     check_text(twins, text)
+
+
+def _decimal_texts(seed: int) -> list:
+    """Decimal numbers of 1-19 significant digits, the point anywhere, leading zeros, and powers of ten on both
+    sides of what the compiled reader computes exactly (up to 15 digits, 1e-22..1e22)."""
+    rng = random.Random(seed)
+    texts = ["0.0", "-0.0", "0e5", "-0E-5", "1e22", "1e23", "1e-22", "1e-23", "9007199254740993.0",
+             "123456789012345.6", "999999999999999.0", "0.000000000000000000001", "4.9e-324", "1.7976931348623157e308"]
+    for digits in range(1, 20):
+        for exponent in range(-26, 27, 2):
+            m = str(rng.randrange(10 ** (digits - 1), 10 ** digits))
+            point = rng.randrange(len(m) + 1)
+            mantissa = (m[:point] or "0") + "." + (m[point:] or "0")
+            texts += [mantissa, f"-{mantissa}e{exponent}", f"{m}E+{exponent}" if exponent >= 0 else f"{m}e{exponent}",
+                      f"0.{'0' * rng.randrange(12)}{m}"]
+    return texts
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_decimal_floats_give_the_definitions_doubles(twins, seed):
+    check_text(twins, "[" + ", ".join(_decimal_texts(seed)) + "]")
 
 
 # A str of 1-, 2- or 4-byte characters is turned into UTF-8 a block of 16 or 8 characters at a time: one

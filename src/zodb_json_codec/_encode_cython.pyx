@@ -10,7 +10,7 @@
 
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.dict cimport PyDict_GetItemWithError, PyDict_Next
-from cpython.float cimport PyFloat_AS_DOUBLE
+from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_FromDouble
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
@@ -2165,8 +2165,54 @@ cdef int _json_string(Reader* r, Writer* w) except -1:
     return 0
 
 
-cdef object _number_value(Reader* r, bint* is_float, long long* small):
-    """The number at r.i: *small set (None returned) for an int of few digits, else an int or float object."""
+cdef double _POW10[23]
+for _k in range(23):
+    _POW10[_k] = 10.0 ** _k  # exact: the powers of ten up to 1e22 are doubles
+
+
+cdef bint _fast_decimal(const unsigned char* p, Py_ssize_t i, Py_ssize_t end, bint negative, double* out) noexcept:
+    """The double of the digits, fraction and exponent p[i:end] (syntax already checked) when they hold at most 15
+    significant digits and the power of ten is within 1e-22..1e22: both are then exact doubles, and the one
+    multiply or divide rounds correctly, as strtod does (Clinger's fast path).  Else False."""
+    cdef uint64_t m = 0
+    cdef int digits = 0, e10 = 0, exponent = 0, sign = 1
+    cdef bint after_point = False
+    cdef double v
+    while i < end and p[i] != b'e' and p[i] != b'E':
+        if p[i] == b'.':
+            after_point = True
+        else:
+            if m or p[i] != 48:  # leading zeros are not significant
+                digits += 1
+                if digits > 15:
+                    return False
+                m = m * 10 + (p[i] - 48)
+            e10 -= after_point
+        i += 1
+    if i < end:  # the exponent
+        i += 1
+        if p[i] == b'-' or p[i] == b'+':
+            sign = -1 if p[i] == b'-' else 1
+            i += 1
+        while i < end:
+            exponent = exponent * 10 + (p[i] - 48)
+            if exponent > 400:
+                return False
+            i += 1
+        e10 += sign * exponent
+    if m == 0:
+        out[0] = -0.0 if negative else 0.0
+        return True
+    if e10 < -22 or e10 > 22:
+        return False
+    v = <double>m * _POW10[e10] if e10 >= 0 else <double>m / _POW10[-e10]
+    out[0] = -v if negative else v
+    return True
+
+
+cdef object _number_value(Reader* r, bint* is_float, long long* small, double* real):
+    """The number at r.i: *small set (None returned) for an int of few digits, *real set (None returned) for a float
+    of few digits, else an int or float object (*is_float says which)."""
     cdef const unsigned char* p = r.p
     cdef Py_ssize_t i = r.i, n = r.n, start = r.i, digits_start, k
     cdef long long x = 0
@@ -2206,6 +2252,8 @@ cdef object _number_value(Reader* r, bint* is_float, long long* small):
             x = x * 10 + (p[k] - 48)
         small[0] = -x if negative else x
         return None
+    if fraction and _fast_decimal(p, digits_start, i, negative, real):
+        return None
     if i - start >= (<Py_ssize_t>sizeof(buf)) - 1 and (fraction or i - digits_start > _LONG_INT_DIGITS):
         _bail()
     if i - start < (<Py_ssize_t>sizeof(buf)) - 1:
@@ -2221,9 +2269,10 @@ cdef object _number_value(Reader* r, bint* is_float, long long* small):
 cdef int _json_number(Reader* r, Writer* w) except -1:
     cdef bint is_float = False
     cdef long long small = 0
-    v = _number_value(r, &is_float, &small)
+    cdef double real = 0.0
+    v = _number_value(r, &is_float, &small, &real)
     if v is None:
-        return _int64(w, small)
+        return _float(w, real) if is_float else _int64(w, small)
     if is_float:
         return _float(w, <double>v)
     return _int(w, v)
@@ -2681,6 +2730,7 @@ cdef object _json_build(Reader* r, Py_ssize_t level):
     cdef Writer scratch
     cdef bint is_float = False
     cdef long long small = 0
+    cdef double real = 0.0
     if level > _BUILD_DEPTH or r.i >= r.n:
         _bail()
     c = r.p[r.i]
@@ -2697,8 +2747,10 @@ cdef object _json_build(Reader* r, Py_ssize_t level):
     if c == b'[':
         return _build_list(r, level)
     if c == b'-' or b'0' <= c <= b'9':
-        v = _number_value(r, &is_float, &small)
-        return small if v is None else v
+        v = _number_value(r, &is_float, &small, &real)
+        if v is None:
+            return PyFloat_FromDouble(real) if is_float else small
+        return v
     if _literal(r, b"null", 4):
         return None
     if _literal(r, b"true", 4):
