@@ -199,7 +199,7 @@ cdef int _escape_utf8(Buffer* out, const unsigned char* p, Py_ssize_t n) noexcep
 
 
 cdef enum:
-    NOGIL_BYTES = 16384  # from this size on, work on raw bytes is done with the GIL released
+    NOGIL_BYTES = 4096  # from this size on (every text span), work on raw bytes is done with the GIL released
 
 
 cdef int _write_utf8(Buffer* out, const unsigned char* p, Py_ssize_t n) except -1:
@@ -512,7 +512,7 @@ cdef void _decode_into(const unsigned char* p, Py_ssize_t n, CodeUnit* o) noexce
 
 
 cdef enum:
-    NOGIL_TEXT_BYTES = 65536  # below, CPython's own decoder (faster on mixed text) makes the str
+    NOGIL_TEXT_BYTES = 16384  # below, CPython's own decoder (faster on mixed text) makes the str
 
 
 cdef str _text(Buffer* out):
