@@ -3,7 +3,9 @@
 The table in docs/design.md ("Module layout") is the rule; this test reads
 it, so that the document and the code cannot drift apart.  Python modules
 are read with ``ast`` (imports inside functions count too); Cython files
-(.pyx, .pxd), which ``ast`` cannot parse, by their import lines.
+(.pyx, .pxd), which ``ast`` cannot parse, by their import lines and the
+headers they take C from (``cdef extern from "_utf8.h"``); C headers by
+their ``#include "..."`` lines.
 """
 
 import ast
@@ -25,7 +27,9 @@ def module_files() -> Dict[str, Path]:
     """Module name relative to the package ("_common", "_db/pg") -> its source file."""
     files = {}
     for path in sorted(PACKAGE_DIR.rglob("*")):
-        if path.suffix in (".py", ".pyx", ".pxd") and "__pycache__" not in path.parts:
+        if path.suffix == ".h":  # a header is named with its suffix, as it is included
+            files[path.relative_to(PACKAGE_DIR).as_posix()] = path
+        elif path.suffix in (".py", ".pyx", ".pxd") and "__pycache__" not in path.parts:
             name = path.relative_to(PACKAGE_DIR).with_suffix("").as_posix()
             if name == "_db/__init__":
                 name = "_db"
@@ -85,17 +89,29 @@ def python_imports(name: str, path: Path) -> Iterator[str]:
 
 
 _CYTHON_FROM = re.compile(r"^\s*from\s+(\.*)([\w.]*)\s+c?import\s+\(?([\w, *]+)", re.M)
+_CYTHON_EXTERN = re.compile(r'^\s*cdef\s+extern\s+from\s+"([\w.]+)"', re.M)
+_C_INCLUDE = re.compile(r'^\s*#\s*include\s+"([\w.]+)"', re.M)
 
 
 def cython_imports(name: str, path: Path) -> Iterator[str]:
-    for dots, module, names in _CYTHON_FROM.findall(path.read_text(encoding="utf-8")):
+    text = path.read_text(encoding="utf-8")
+    for dots, module, names in _CYTHON_FROM.findall(text):
         target = resolve(name, len(dots), module)
         for alias in names.split(","):
             yield submodule_or(target, alias.split(" as ")[0].strip())
+    yield from (header for header in _CYTHON_EXTERN.findall(text) if header in FILES)
+
+
+def c_includes(path: Path) -> Iterator[str]:
+    """The package's own headers a header includes ("Python.h" and the C library's are not the package's)."""
+    return (header for header in _C_INCLUDE.findall(path.read_text(encoding="utf-8")) if header in FILES)
 
 
 def imports(name: str, path: Path) -> Set[str]:
-    found = python_imports(name, path) if path.suffix == ".py" else cython_imports(name, path)
+    if path.suffix == ".h":
+        found = c_includes(path)
+    else:
+        found = python_imports(name, path) if path.suffix == ".py" else cython_imports(name, path)
     return {target for target in found if target and target != name}
 
 
