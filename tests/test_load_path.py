@@ -154,6 +154,21 @@ def test_known_texts(twins, text):
     check_text(twins, text)
 
 
+@pytest.mark.parametrize("odd", ["g", "G", "A", " ", "\x7f", "é", "\\\\", '\\"', "\\u0041", "/", "😀"])
+def test_references_with_an_odd_character_anywhere(twins, odd):
+    """The compiled reader writes {"@ref": ...} straight from the text when its oid is an even number of hex digits
+    and its class name printable ASCII without escapes (both found 16 bytes at a time): one other character at
+    every place of either, and in the text just after them (each text on its own: one reference the rules
+    refuse makes the whole text an error)."""
+    for n in (2, 15, 16, 18, 40):
+        for at in range(n):
+            oid = "0" * at + odd + "0" * (n - at - 1)
+            name = "m" * at + odd + "m" * (n - at - 1) + ".C"
+            for text in (f'{{"@ref": "{oid}"}}', f'{{"@ref": ["{oid}", "a.C"]}}', f'{{"@ref": ["00", "{name}"]}}',
+                         f'{{"@ref": ["00", "{"m" * n}.C"]}}, "{odd}"'):
+                check_text(twins, f"[{text}]")  # in a list: a marker at the top has rules of its own
+
+
 def _decimal_texts(seed: int) -> list:
     """Decimal numbers of 1-19 significant digits, the point anywhere, leading zeros, and powers of ten on both
     sides of what the compiled reader computes exactly (up to 15 digits, 1e-22..1e22)."""

@@ -285,6 +285,31 @@ cdef extern from *:
         return bad & 0x100 ? -1 : 0;
     }
 
+    /* The offset of the first byte of p[0:n] that is not printable ASCII, or is '"' or a backslash; else n
+       (16 bytes at a time where SSE2 is there). */
+    static Py_ssize_t zjc_plain_run(const unsigned char *p, Py_ssize_t n) {
+        Py_ssize_t i = 0;
+        unsigned char c;
+    #if defined(__SSE2__) && defined(__GNUC__)
+        const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8(92);
+        const __m128i space = _mm_set1_epi8(0x20), width = _mm_set1_epi8(0x7E - 0x20), ones = _mm_set1_epi8(-1);
+        for (; i + 16 <= n; i += 16) {
+            __m128i x = _mm_loadu_si128((const __m128i *)(p + i));
+            __m128i above = _mm_sub_epi8(x, space);  /* printable: 0 to 0x5E */
+            __m128i printable = _mm_cmpeq_epi8(_mm_min_epu8(above, width), above);
+            __m128i stop = _mm_or_si128(_mm_xor_si128(printable, ones),
+                                        _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, backslash)));
+            int mask = _mm_movemask_epi8(stop);
+            if (mask) return i + __builtin_ctz((unsigned int)mask);
+        }
+    #endif
+        for (; i < n; i++) {
+            c = p[i];
+            if (c < 0x20 || c >= 0x7F || c == '"' || c == 92) return i;
+        }
+        return n;
+    }
+
     /* The last '.' of p[0:n], or -1; *newline set if a newline is in it. */
     static Py_ssize_t zjc_last_dot(const unsigned char *p, Py_ssize_t n, int *newline) {
         Py_ssize_t i = n - 1;
@@ -305,6 +330,7 @@ cdef extern from *:
     int zjc_hexval(unsigned char c) noexcept nogil
     int zjc_unhex(const unsigned char* p, Py_ssize_t n, unsigned char* out) noexcept
     Py_ssize_t zjc_last_dot(const unsigned char* p, Py_ssize_t n, int* newline) noexcept
+    Py_ssize_t zjc_plain_run(const unsigned char* p, Py_ssize_t n) noexcept
 
 
 cdef extern from "_utf8.h":
@@ -2026,7 +2052,7 @@ cdef inline int _bail() except -1:
 cdef inline void _ws(Reader* r) noexcept nogil:
     cdef const unsigned char* p = r.p
     cdef Py_ssize_t i = r.i, n = r.n
-    while i < n and (p[i] == 32 or p[i] == 10 or p[i] == 13 or p[i] == 9):
+    while i < n and p[i] <= 32 and (p[i] == 32 or p[i] == 10 or p[i] == 13 or p[i] == 9):  # most often none
         i += 1
     r.i = i
 
@@ -2413,26 +2439,15 @@ cdef inline bint _more(Reader* r, unsigned char close) except -1:
     return _bail()
 
 
-cdef inline Py_ssize_t _quoted_run(Reader* r, bint hex_only) noexcept:
-    """The length of the string at r.i (r.i after it) if it has only hex digits (hex_only) or only printable ASCII
-    without escapes; else -1."""
-    cdef const unsigned char* p = r.p
-    cdef Py_ssize_t i = r.i + 1, n = r.n, start
-    cdef unsigned char c
-    if r.i >= n or p[r.i] != 34:
+cdef inline Py_ssize_t _quoted_run(Reader* r) noexcept:
+    """The length of the string at r.i (r.i after it) if it is printable ASCII without escapes; else -1."""
+    cdef Py_ssize_t start = r.i + 1, k
+    if r.i >= r.n or r.p[r.i] != 34:
         return -1
-    start = i
-    while i < n:
-        c = p[i]
-        if c == 34:
-            r.i = i + 1
-            return i - start
-        if hex_only:
-            if zjc_hexval(c) < 0:
-                return -1
-        elif c < 0x20 or c >= 0x7F or c == 92:
-            return -1
-        i += 1
+    k = zjc_plain_run(r.p + start, r.n - start)
+    if start + k < r.n and r.p[start + k] == 34:
+        r.i = start + k + 1
+        return k
     return -1
 
 
@@ -2447,21 +2462,19 @@ cdef int _json_ref(Reader* r, Writer* w) except -1:
         return 0
     oid_at = r.i + 1
     if r.i < r.n and r.p[r.i] == 34:
-        oid_size = _quoted_run(r, True)
-        if oid_size >= 0 and not (oid_size & 1) and _expect(r, b'}'):
-            _write_oid(w, r.p + oid_at, oid_size)
+        oid_size = _quoted_run(r)
+        if oid_size >= 0 and _expect(r, b'}') and _write_oid(w, r.p + oid_at, oid_size):
             _text(w, b"N\x86Q", 3)              # no class: NONE, TUPLE2, BINPERSID
             return 1
     elif r.i < r.n and r.p[r.i] == b'[':
         r.i += 1
         _ws(r)
         oid_at = r.i + 1
-        oid_size = _quoted_run(r, True)
-        if oid_size >= 0 and not (oid_size & 1) and _expect(r, b','):
+        oid_size = _quoted_run(r)
+        if oid_size >= 0 and _expect(r, b','):
             dotted_at = r.i + 1
-            dotted_size = _quoted_run(r, False)
-            if dotted_size >= 0 and _expect(r, b']') and _expect(r, b'}'):
-                _write_oid(w, r.p + oid_at, oid_size)
+            dotted_size = _quoted_run(r)
+            if dotted_size >= 0 and _expect(r, b']') and _expect(r, b'}') and _write_oid(w, r.p + oid_at, oid_size):
                 # GLOBAL "module\nName\n", split at the last dot (_global_dotted)
                 _reserve(w, dotted_size + 5)
                 o = w.buf + w.pos
@@ -2508,7 +2521,7 @@ cdef int _short_marker_key(Reader* r) noexcept:
 
 cdef object _ascii_str(Reader* r):
     """The string at r.i as a str (r.i after it) if it is printable ASCII without escapes; else None, r.i kept."""
-    cdef Py_ssize_t start = r.i + 1, size = _quoted_run(r, False)
+    cdef Py_ssize_t start = r.i + 1, size = _quoted_run(r)
     if size < 0:
         return None
     return PyUnicode_FromStringAndSize(<const char*>r.p + start, size)
@@ -2570,7 +2583,7 @@ cdef int _json_one_key_marker(Reader* r, Writer* w, Py_ssize_t depth) except -1:
 cdef int _json_ns(Reader* r, Writer* w) except -1:
     """The base64 string of an @ns marker at r.i decoded straight into a BINUNICODE (then '}'): 1, if it is canonical
     base64 of strict UTF-8 (what ns_text accepts); else 0 (the caller puts everything back)."""
-    cdef Py_ssize_t start = r.i + 1, n = _quoted_run(r, False), size, head
+    cdef Py_ssize_t start = r.i + 1, n = _quoted_run(r), size, head
     if n < 0 or not _expect(r, b'}'):
         return 0
     size = zjc_b64_size(r.p + start, n)
@@ -2608,11 +2621,14 @@ cdef int _json_tuple(Reader* r, Writer* w, Py_ssize_t depth) except -1:
 
 
 cdef int _write_oid(Writer* w, const unsigned char* hexdigits, Py_ssize_t n) except -1:
+    """The oid whose hex digits are hexdigits[0:n] as a bytes opcode: 1; 0 (the caller puts w back) if they are not
+    an even number of hex digits."""
     _bytes_header(w, n // 2)
     _reserve(w, n // 2)
-    zjc_unhex(hexdigits, n, w.buf + w.pos)   # checked by _quoted_run
+    if zjc_unhex(hexdigits, n, w.buf + w.pos) < 0:
+        return 0
     w.pos += n // 2
-    return 0
+    return 1
 
 
 cdef int _json_kv_state(Reader* r, Writer* w, int is_tree) except -1:
