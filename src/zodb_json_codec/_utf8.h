@@ -109,14 +109,24 @@ static inline __m128i zjc_utf8_block_errors(__m128i x, __m128i prev) {
     return _mm_xor_si128(must_continue, special);
 }
 
+/* Nonzero where prev (a block) ends with a lead byte whose sequence it cannot finish. */
+__attribute__((target("ssse3")))
+static inline __m128i zjc_utf8_unfinished(__m128i prev) {
+    return _mm_subs_epu8(prev, _mm_setr_epi8(ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF),
+        ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF),
+        ZJC_C(0xF0 - 1), ZJC_C(0xE0 - 1), ZJC_C(0xC0 - 1)));
+}
+
+/* The error bits of the block x after the block prev: an ASCII block is right unless prev was unfinished. */
+__attribute__((target("ssse3")))
+static inline __m128i zjc_utf8_next_errors(__m128i x, __m128i prev) {
+    return _mm_movemask_epi8(x) == 0 ? zjc_utf8_unfinished(prev) : zjc_utf8_block_errors(x, prev);
+}
+
 /* Is p[0:n] strict UTF-8 (without zero bytes, with no_nul)?  16 bytes at a time; the last partial block is
    padded with spaces, which also ends a truncated sequence as an error. */
 __attribute__((target("ssse3")))
 static int zjc_utf8_valid_ssse3(const unsigned char *p, Py_ssize_t n, int no_nul) {
-    /* A lead byte in the last three places that its sequence cannot finish within the block. */
-    const __m128i unfinished = _mm_setr_epi8(ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF),
-        ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF),
-        ZJC_C(0xF0 - 1), ZJC_C(0xE0 - 1), ZJC_C(0xC0 - 1));
     const __m128i zero = _mm_setzero_si128();
     __m128i prev = zero, errors = zero, x;
     unsigned char tail[16];
@@ -130,16 +140,11 @@ static int zjc_utf8_valid_ssse3(const unsigned char *p, Py_ssize_t n, int no_nul
             x = _mm_loadu_si128((const __m128i *)tail);
         }
         if (no_nul) errors = _mm_or_si128(errors, _mm_cmpeq_epi8(x, zero));
-        if (_mm_movemask_epi8(x) == 0) {
-            /* ASCII: right unless the block before ended inside a sequence. */
-            errors = _mm_or_si128(errors, _mm_subs_epu8(prev, unfinished));
-        } else {
-            errors = _mm_or_si128(errors, zjc_utf8_block_errors(x, prev));
-        }
+        errors = _mm_or_si128(errors, zjc_utf8_next_errors(x, prev));
         prev = x;
         i += 16;
     }
-    errors = _mm_or_si128(errors, _mm_subs_epu8(prev, unfinished));
+    errors = _mm_or_si128(errors, zjc_utf8_unfinished(prev));
     return _mm_movemask_epi8(_mm_cmpeq_epi8(errors, zero)) == 0xFFFF;
 }
 #endif
@@ -171,9 +176,6 @@ static Py_ssize_t zjc_json_run_ssse3(const unsigned char *p, Py_ssize_t n, unsig
     const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8(92), c1f = _mm_set1_epi8(0x1F);
     const __m128i spaces = _mm_set1_epi8(' '), zero = _mm_setzero_si128();
     const __m128i iota = _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const __m128i unfinished = _mm_setr_epi8(ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF),
-        ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF),
-        ZJC_C(0xF0 - 1), ZJC_C(0xE0 - 1), ZJC_C(0xC0 - 1));
     __m128i prev = zero, errors = zero, x, keep;
     unsigned char tail[16];
     Py_ssize_t i = 0;
@@ -197,15 +199,14 @@ static Py_ssize_t zjc_json_run_ssse3(const unsigned char *p, Py_ssize_t n, unsig
                 keep = _mm_cmpgt_epi8(_mm_set1_epi8((char)k), iota);
                 x = _mm_or_si128(_mm_and_si128(keep, x), _mm_andnot_si128(keep, spaces));
             }
-            if (_mm_movemask_epi8(x) == 0) errors = _mm_or_si128(errors, _mm_subs_epu8(prev, unfinished));
-            else errors = _mm_or_si128(errors, zjc_utf8_block_errors(x, prev));
+            errors = _mm_or_si128(errors, zjc_utf8_next_errors(x, prev));
             prev = x;
         }
         i += k;
         if (k < 16) break;
     }
     if (check_utf8) {
-        errors = _mm_or_si128(errors, _mm_subs_epu8(prev, unfinished));
+        errors = _mm_or_si128(errors, zjc_utf8_unfinished(prev));
         if (_mm_movemask_epi8(_mm_cmpeq_epi8(errors, zero)) != 0xFFFF) *bad = 1;
     }
     return i;
