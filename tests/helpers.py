@@ -183,7 +183,7 @@ def utf8_texts(size: int, filler: bytes = b"a") -> List[bytes]:
     out = []
     for sequence in UTF8_SEQUENCES:
         for at in range(max(0, size - 40), size - len(sequence) + 1):
-            head = (filler * (at // len(filler) + 1))[:at]
-            head = head[:len(head) - len(head) % len(filler)] + b"a" * (len(head) % len(filler))
+            whole = at // len(filler)  # whole characters of filler, then ASCII up to at bytes
+            head = filler * whole + b"a" * (at - whole * len(filler))
             out.append(head + sequence + b"b" * (size - at - len(sequence)))
     return out
