@@ -15,6 +15,7 @@ import array
 import base64
 import collections
 import copy
+import ctypes
 import datetime
 import decimal
 import enum
@@ -24,7 +25,9 @@ import math
 import os
 import pickle
 import pickletools
+import platform
 import struct
+import sys
 import uuid
 import warnings
 from types import SimpleNamespace
@@ -483,6 +486,46 @@ def test_short_strings_with_an_escape_anywhere(twins):
     found = Differences()
     compare_record(twins, pickle.dumps(("m", "C"), 3) + pickle.dumps(state, 3), found, "short strings")
     assert not found, found.report()
+
+
+def _keep_utf8(text: str) -> None:
+    """Have CPython make and keep text's UTF-8, as PyUnicode_AsUTF8AndSize does (the Rust codec calls it)."""
+    as_utf8 = ctypes.pythonapi.PyUnicode_AsUTF8AndSize
+    as_utf8.argtypes, as_utf8.restype = [ctypes.py_object, ctypes.c_void_p], ctypes.c_void_p
+    try:
+        as_utf8(text, None)
+    except UnicodeEncodeError:  # a lone surrogate: strict UTF-8 has none, nothing is kept
+        pass
+
+
+@pytest.mark.skipif(platform.python_implementation() != "CPython", reason="a str's kept UTF-8 is CPython's")
+def test_strs_encode_alike_with_and_without_their_kept_utf8(twins):
+    """The Cython encoder copies the UTF-8 CPython keeps with a str when it is there, and otherwise makes it
+    into the pickle itself (a block of 16 or 8 characters at a time), keeping none: strs of every width with
+    one non-ASCII character or lone surrogate at every place around those blocks, as keys and values."""
+    texts = ["x" * at + odd + "y" * (size - at - 1)
+             for odd in ("\x80", "\xe9", "\xff", "\u0100", "\u07ff", "\u0800", "\u4e2d", "\uffff", "\ud800",
+                         "\udfff", "\U00010000", "\U0001f600", "\U0010ffff", "\U0001f600\ud800")
+             for size in (1, 7, 8, 9, 15, 16, 17, 33) for at in range(size)]
+    texts += [wide * 5000 + tail for wide in ("\xe9", "\u4e2d", "\U0001f600") for tail in ("", "a", "\ud800")]
+    python, cython = twins
+
+    def record_of(values: List[str]) -> Dict[str, Any]:
+        return {"@cls": ["m", "C"], "@s": {"values": values, "keys": {text: 1 for text in values}}}
+
+    def new_strs() -> List[str]:  # new str objects, as json.loads hands them over: no UTF-8 kept
+        return json.loads(json.dumps(texts))
+
+    expected = python.encode_zodb_record(record_of(new_strs()))
+    plain = new_strs()
+    sizes = [sys.getsizeof(text) for text in plain]
+    assert cython.encode_zodb_record(record_of(plain)) == expected
+    assert [sys.getsizeof(text) for text in plain] == sizes  # the encoder kept no UTF-8 in them
+    kept = new_strs()
+    for text in kept:
+        _keep_utf8(text)
+    assert sum(sys.getsizeof(a) > sys.getsizeof(b) for a, b in zip(kept, plain)) > len(texts) // 2
+    assert cython.encode_zodb_record(record_of(kept)) == expected
 
 
 def test_record_keys_and_names_that_look_alike(twins):

@@ -185,6 +185,20 @@ cdef extern from *:
         return p;
     }
 
+    /* The UTF-8 CPython keeps with a str that is not ASCII once something asked for it (NULL: none yet).
+       The field is in the struct of every CPython this builds for; PyPy never builds the twins. */
+    static const char *zjc_utf8_kept(PyObject *s, Py_ssize_t *n) {
+    #if defined(PYPY_VERSION)
+        (void)s; (void)n;
+        return NULL;
+    #else
+        PyCompactUnicodeObject *c = (PyCompactUnicodeObject *)s;
+        if (c->utf8 == NULL) return NULL;
+        *n = c->utf8_length;
+        return c->utf8;
+    #endif
+    }
+
     /* The 16 1-byte characters at p copied to o (room for 16 bytes): how many of them lead up to the first
        that is not ASCII (16: none is).  For a str's UTF-8, _utf8_of_ucs. */
     static inline int zjc_ascii_run16(const Py_UCS1 *p, unsigned char *o) {
@@ -322,6 +336,7 @@ cdef extern from *:
     Py_ssize_t zjc_b64_size(const unsigned char* text, Py_ssize_t n) noexcept
     int zjc_b64_decode(const unsigned char* text, Py_ssize_t n, unsigned char* out) noexcept
     const char* zjc_utf8(object s, Py_ssize_t* n) except? NULL
+    const char* zjc_utf8_kept(object s, Py_ssize_t* n) noexcept
     int zjc_ascii_run16(const uint8_t* p, unsigned char* o) noexcept nogil
     int zjc_ascii_run8(const uint16_t* p, unsigned char* o) noexcept nogil
     int zjc_ascii_run8_wide(const uint32_t* p, unsigned char* o) noexcept nogil
@@ -753,10 +768,28 @@ cdef inline Py_ssize_t _text_end(Writer* w, Py_ssize_t start) noexcept:
 
 
 cdef int _str_utf8(Writer* w, str s) except -1:
-    cdef Py_ssize_t start, size
+    """BINUNICODE of a str that is not ASCII: the UTF-8 CPython keeps with it if something made it already,
+    else made straight into the output and not kept (a storage encodes what json.loads just made, whose
+    strs have none: CPython's encoder would take a character a step, allocate the copy and keep it)."""
+    cdef Py_ssize_t start, size, n
+    cdef const char* kept
+    cdef int kind
     zjc_unicode_ready(s)
-    start = _text_start(w)
-    _utf8(w, s)
+    kept = zjc_utf8_kept(s, &n)
+    if kept != NULL:
+        start = _text_start(w)
+        _raw(w, kept, n)
+    else:
+        n = PyUnicode_GET_LENGTH(s)
+        kind = PyUnicode_KIND(s)
+        _reserve(w, 5 + n * (kind + 1 if kind < 4 else 4) + 16)
+        start = w.pos
+        size = _utf8_of_ucs(kind, PyUnicode_DATA(s), n, w.buf + start + 5)
+        if size < 0:
+            w.pos += 5
+            _utf8_surrogates(w, s)
+        else:
+            w.pos = start + 5 + size
     size = w.pos - start - 5
     if _text_end(w, start) < 0:
         _pack_I(size)  # raises struct.error, as the Python twin
