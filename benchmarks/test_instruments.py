@@ -10,6 +10,7 @@ import base64
 import json
 import threading
 from pathlib import Path
+from typing import Any, List, Tuple
 
 import pytest
 
@@ -19,7 +20,7 @@ import largetext
 import loadpath
 import report
 import threads
-from timing import interleaved, memcpy_pass
+from timing import interleaved, interleaved_fresh, memcpy_pass
 from zodb_json_codec import _impl
 
 
@@ -197,11 +198,17 @@ def test_the_encode_part_times_the_call_floor(monkeypatch, capsys):
     status = report.main(["--only", "btree_length", "public", *QUICK, "--parts", "encode"])
     out = capsys.readouterr().out
     assert status == 0, out
-    assert "encode: time per record, best of the runs; floor:" in out
-    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith(("btree_length ", "public "))}
-    for name in ("btree_length", "public"):
-        times = [float(rows[name][i]) for i in (2, 4, 6)]  # rust, cython, floor: "1.23 µs" is two words
-        assert times[2] < min(times[0], times[1]), rows[name]
+    for inputs in ("values json.loads made just before (a storage's load path)", "the same decoded dicts every round"):
+        title = f"encode, {inputs}: time per record, best of the runs; floor:"
+        assert title in out
+        table = out[out.index(title):].split("\n\n")[0]
+        rows = {line.split()[0]: line.split() for line in table.splitlines()
+                if line.startswith(("btree_length ", "public "))}
+        for name in ("btree_length", "public"):
+            times = [float(rows[name][i]) for i in (2, 4, 6)]  # rust, cython, floor: "1.23 µs" is two words
+            assert times[2] < min(times[0], times[1]), rows[name]
+    for inputs in ("fresh", "kept"):
+        assert f"cython/rust encode public ({inputs}) <= 0.6 in each of" in out
 
 
 def _add_new_function(monkeypatch, wrong=False):
@@ -297,3 +304,32 @@ def test_interleaved_gives_every_call_its_own_fresh_argument():
     interleaved({"a": seen.append, "b": seen.append}, budget=0.0001, rounds=2, fresh=fresh)
     assert seen and len({id(x) for x in seen}) == len(seen)
     assert all(any(x is m for m in made) for x in seen)
+
+
+@pytest.mark.parametrize("texts", [["[1]", "{}"], [str(n) * (n % 7 + 1) for n in range(400)]])
+def test_interleaved_fresh_makes_each_chunk_just_before_it_is_timed(texts):
+    """Every call of every contender gets values made for it, right before its chunk; the chunks hold every text
+    (a small set repeated), in order, none over the chunk size unless one text alone is."""
+    events: List[Tuple[str, Any]] = []
+
+    def make(text):
+        value = [text]
+        events.append(("made", value))
+        return value
+
+    def contender(name):
+        return lambda values: events.append((name, values))
+
+    times = interleaved_fresh({"a": contender("a"), "b": contender("b")}, texts, rounds=3, make=make, chunk_bytes=64)
+    assert set(times) == {"a", "b"} and all(t >= 0 for t in times.values())
+    passes = [(i, values) for i, (what, values) in enumerate(events) if what != "made"]
+    assert len(passes) % 6 == 0  # 3 rounds, 2 contenders, the same chunks each time
+    chunks = [values for _, values in passes[:len(passes) // 6]]
+    flat = [value[0] for values in chunks for value in values]
+    assert flat == texts * (len(flat) // len(texts)) and len(flat) % len(texts) == 0
+    assert all(sum(len(v[0]) for v in values) <= 64 or len(values) == 1 for values in chunks)
+    start = 0
+    for i, values in passes:  # the values of each call, made just before it and not used by another call
+        made = [value for what, value in events[start:i]]
+        assert len(made) == len(values) and all(a is b for a, b in zip(made, values))
+        start = i + 1
