@@ -204,6 +204,16 @@ def test_one_wide_character_anywhere_in_a_str(twins, char):
             check_text(twins, '{"k": "%s", "%s": 1}' % (text, text))
 
 
+@pytest.mark.parametrize("char", ["a", "\x80", "\u07ff", "\ud800", "\udfff", "\U0001f600"])
+def test_one_other_character_anywhere_in_a_run_of_three_byte_ones(twins, char):
+    """Runs of characters of three UTF-8 bytes (U+0800-U+FFFF, surrogates aside) go 8 a step."""
+    three = "\u0800\u4e2d\ud7ff\ue000\uffff\u2014" * 6
+    for size in (2, 8, 9, 16, 17, 25):
+        for at in range(size):
+            text = three[:at] + char + three[at:size - 1]
+            check_text(twins, '{"k": "%s", "%s": 1}' % (text, text))
+
+
 @pytest.mark.parametrize("tail", ["é", "中", "\ud800", "é中", "😀", "😀\udfff"])
 def test_long_strs_of_every_width(twins, tail):
     """Long enough that the UTF-8 is made without the GIL; the odd character last, past every block."""

@@ -507,6 +507,10 @@ def test_strs_encode_alike_with_and_without_their_kept_utf8(twins):
              for odd in ("\x80", "\xe9", "\xff", "\u0100", "\u07ff", "\u0800", "\u4e2d", "\uffff", "\ud800",
                          "\udfff", "\U00010000", "\U0001f600", "\U0010ffff", "\U0001f600\ud800")
              for size in (1, 7, 8, 9, 15, 16, 17, 33) for at in range(size)]
+    three = "\u0800\u4e2d\ud7ff\ue000\uffff\u2014"  # one to three-byte UTF-8's edges (runs of them: 8 a step)
+    texts += [(three * 6)[:at] + odd + (three * 6)[at:size - 1]
+              for odd in ("a", "\x80", "\u07ff", "\ud800", "\udbff", "\udc00", "\udfff", "\U0001f600")
+              for size in (2, 8, 9, 16, 17, 25) for at in range(size)]
     texts += [wide * 5000 + tail for wide in ("\xe9", "\u4e2d", "\U0001f600") for tail in ("", "a", "\ud800")]
     python, cython = twins
 

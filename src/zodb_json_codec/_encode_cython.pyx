@@ -247,6 +247,49 @@ cdef extern from *:
     #endif
     }
 
+    #ifdef ZJC_SSSE3
+    /* How many of the 8 2-byte characters at p lead up to the first that is not one of three UTF-8 bytes
+       (U+0800-U+FFFF but for the surrogates: most of CJK, and punctuation such as U+2014), with the UTF-8 of
+       those at o (room for 24 bytes; the bytes past three a character are junk).  Each character's three
+       bytes are made in 16-bit lanes, packed, and put in order by two byte shuffles. */
+    __attribute__((target("ssse3")))
+    static int zjc_three_byte_run8_ssse3(const Py_UCS2 *p, unsigned char *o) {
+        const __m128i c = _mm_loadu_si128((const __m128i *)p);
+        const __m128i top = _mm_and_si128(c, _mm_set1_epi16((short)0xF800));
+        const __m128i low6 = _mm_set1_epi16(0x3F), cont = _mm_set1_epi16(0x80);
+        __m128i other = _mm_or_si128(_mm_cmpeq_epi16(top, _mm_setzero_si128()),
+                                     _mm_cmpeq_epi16(top, _mm_set1_epi16((short)0xD800)));
+        unsigned int mask = (unsigned int)_mm_movemask_epi8(other);
+        __m128i first, second, third, lo, hi;
+        if (mask & 1) return 0;
+        first = _mm_or_si128(_mm_srli_epi16(c, 12), _mm_set1_epi16(0xE0));
+        second = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(c, 6), low6), cont);
+        third = _mm_or_si128(_mm_and_si128(c, low6), cont);
+        first = _mm_packus_epi16(first, second);   /* first bytes 0-7, second bytes 8-15 */
+        third = _mm_packus_epi16(third, third);
+        lo = _mm_or_si128(_mm_shuffle_epi8(first, _mm_setr_epi8(0, 8, -1, 1, 9, -1, 2, 10, -1, 3, 11, -1, 4, 12,
+                                                                 -1, 5)),
+                          _mm_shuffle_epi8(third, _mm_setr_epi8(-1, -1, 0, -1, -1, 1, -1, -1, 2, -1, -1, 3, -1,
+                                                                 -1, 4, -1)));
+        hi = _mm_or_si128(_mm_shuffle_epi8(first, _mm_setr_epi8(13, -1, 6, 14, -1, 7, 15, -1, -1, -1, -1, -1, -1,
+                                                                 -1, -1, -1)),
+                          _mm_shuffle_epi8(third, _mm_setr_epi8(-1, 5, -1, -1, 6, -1, -1, 7, -1, -1, -1, -1, -1,
+                                                                 -1, -1, -1)));
+        _mm_storeu_si128((__m128i *)o, lo);
+        _mm_storel_epi64((__m128i *)(o + 16), hi);
+        return mask ? __builtin_ctz(mask) / 2 : 8;
+    }
+    #endif
+
+    /* zjc_three_byte_run8_ssse3 where the CPU has SSSE3; 0 (none done) elsewhere. */
+    static inline int zjc_three_byte_run8(const Py_UCS2 *p, unsigned char *o) {
+    #ifdef ZJC_SSSE3
+        if (__builtin_cpu_supports("ssse3")) return zjc_three_byte_run8_ssse3(p, o);
+    #endif
+        (void)p; (void)o;
+        return 0;
+    }
+
     /* The sign and the magnitude (hi:lo) of a decimal int text as _common.decimal_to_int reads it ([+-]?[0-9]+):
        1 when the magnitude fits in 128 bits; 0 for anything else (not such a text, longer, or no 128-bit
        integers in this compiler: the caller takes Python's way). */
@@ -340,6 +383,7 @@ cdef extern from *:
     int zjc_ascii_run16(const uint8_t* p, unsigned char* o) noexcept nogil
     int zjc_ascii_run8(const uint16_t* p, unsigned char* o) noexcept nogil
     int zjc_ascii_run8_wide(const uint32_t* p, unsigned char* o) noexcept nogil
+    int zjc_three_byte_run8(const uint16_t* p, unsigned char* o) noexcept nogil
     int zjc_decimal_magnitude(const unsigned char* s, Py_ssize_t n, int* negative, uint64_t* hi, uint64_t* lo) noexcept
     int zjc_compact_long(object v, long long* out) noexcept
     int zjc_hexval(unsigned char c) noexcept nogil
@@ -2949,6 +2993,12 @@ cdef inline Py_ssize_t _utf8_of_width(int kind, const void* data, Py_ssize_t n, 
             c = p1[i] if kind == 1 else p2[i] if kind == 2 else p4[i]
             if c < 0x80 and i + block <= n:
                 break  # back to whole blocks
+            if kind == 2 and c >= 0x800 and i + 8 <= n and p2[i + 1] >= 0x800:
+                k = zjc_three_byte_run8(p2 + i, o)  # a run of CJK: 8 characters a step
+                if k > 0:
+                    o += 3 * k
+                    i += k
+                    continue
             if 0xD800 <= c <= 0xDFFF:
                 return -1
             o = _code_point(o, c)
