@@ -2972,8 +2972,9 @@ cdef Py_ssize_t _utf8_of_ucs(int kind, const void* data, Py_ssize_t n, unsigned 
 cdef inline Py_ssize_t _utf8_of_width(int kind, const void* data, Py_ssize_t n, unsigned char* out) noexcept nogil:
     """The UTF-8 of a str's n characters of kind bytes each at out (room for 2n, 3n or 4n + 16 bytes): its size,
     or -1 at a lone surrogate, which strict UTF-8 refuses (a str holds no pairs).  CPython's own encoder takes a
-    character a step and keeps its copy in the str; here ASCII goes a block of 16 (8) characters a step, and a
-    run of other characters one by one without going back to the block test between them."""
+    character a step and keeps its copy in the str; here ASCII goes a block of 16 (8) characters a step, a run
+    of three-byte characters in a 2-byte str 8 a step (SSSE3), and other characters one by one without going
+    back to the block test between them."""
     cdef const uint8_t* p1 = <const uint8_t*>data
     cdef const uint16_t* p2 = <const uint16_t*>data
     cdef const uint32_t* p4 = <const uint32_t*>data
