@@ -200,8 +200,9 @@ _NON_ASCII = ["\x80", "é", "\xff", "\u0100", "\u07ff", "\u0800", "中", "\uffff
 def test_one_wide_character_anywhere_in_a_str(twins, char):
     for size in (1, 7, 8, 9, 15, 16, 17, 33):
         for at in range(size):
-            text = "x" * at + char + "y" * (size - at - 1)
-            check_text(twins, '{"k": "%s", "%s": 1}' % (text, text))
+            for width in ("", "中", "😀"):  # the str's kind whatever char is
+                text = "x" * at + char + "y" * (size - at - 1) + width
+                check_text(twins, '{"k": "%s", "%s": 1}' % (text, text))
 
 
 @pytest.mark.parametrize("char", ["a", "\x80", "\u07ff", "\ud800", "\udfff", "\U0001f600"])

@@ -501,11 +501,12 @@ def _keep_utf8(text: str) -> None:
 @pytest.mark.skipif(platform.python_implementation() != "CPython", reason="a str's kept UTF-8 is CPython's")
 def test_strs_encode_alike_with_and_without_their_kept_utf8(twins):
     """The Cython encoder copies the UTF-8 CPython keeps with a str when it is there, and otherwise makes it
-    into the pickle itself (a block of 16 or 8 characters at a time), keeping none: strs of every width with
-    one non-ASCII character or lone surrogate at every place around those blocks, as keys and values."""
-    texts = ["x" * at + odd + "y" * (size - at - 1)
-             for odd in ("\x80", "\xe9", "\xff", "\u0100", "\u07ff", "\u0800", "\u4e2d", "\uffff", "\ud800",
+    into the pickle itself (ASCII a block of 16 or 8 characters at a time), keeping none: strs of every width with
+    one other character or lone surrogate at every place around those blocks, as keys and values."""
+    texts = ["x" * at + odd + "y" * (size - at - 1) + width  # width: the str's kind whatever odd is
+             for odd in ("\x7f", "\x80", "\xe9", "\xff", "\u0100", "\u07ff", "\u0800", "\u4e2d", "\uffff", "\ud800",
                          "\udfff", "\U00010000", "\U0001f600", "\U0010ffff", "\U0001f600\ud800")
+             for width in ("", "\u4e2d", "\U0001f600")
              for size in (1, 7, 8, 9, 15, 16, 17, 33) for at in range(size)]
     three = "\u0800\u4e2d\ud7ff\ue000\uffff\u2014"  # one to three-byte UTF-8's edges (runs of them: 8 a step)
     texts += [(three * 6)[:at] + odd + (three * 6)[at:size - 1]
