@@ -488,6 +488,23 @@ def test_short_strings_with_an_escape_anywhere(twins):
     assert not found, found.report()
 
 
+@pytest.mark.parametrize("size", [33, 48, 65, 4100])
+def test_longer_strings_with_escapes_around_the_blocks(twins, size):
+    """The JSON writer copies what lies between escapes 16 bytes at a time: one or two characters that need
+    escaping (or not: U+007F, non-ASCII) at every place of the last 40, after non-ASCII filler too; 4100
+    bytes is a text span of decode_zodb_record_for_pg_json, escaped without the GIL."""
+    texts = []
+    for filler in ("a", "\xe9"):
+        for at in range(max(0, size - 40), size):
+            for odd in ('"', "\\", "\n", "\x01", "\x1f", "\x7f", "\u20ac", '\\"', "\n\n"):
+                head = filler * (at // len(filler.encode()))
+                texts.append((head + "a" * (at - len(head.encode())) + odd + "b" * size)[:size])
+    state = {"values": texts}
+    found = Differences()
+    compare_record(twins, pickle.dumps(("m", "C"), 3) + pickle.dumps(state, 3), found, f"strings of {size}")
+    assert not found, found.report()
+
+
 def _keep_utf8(text: str) -> None:
     """Have CPython make and keep text's UTF-8, as PyUnicode_AsUTF8AndSize does (the Rust codec calls it)."""
     as_utf8 = ctypes.pythonapi.PyUnicode_AsUTF8AndSize

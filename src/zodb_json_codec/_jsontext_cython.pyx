@@ -30,6 +30,8 @@ from ._jsontext_python import pretty_json_text, sanitize_for_pg  # noqa: F401 (r
 
 cdef extern from "_utf8.h":
     Py_ssize_t zjc_utf8_prefix(const unsigned char* p, Py_ssize_t n, int no_nul) noexcept nogil
+    Py_ssize_t zjc_json_run(const unsigned char* p, Py_ssize_t n, unsigned char* o, int check_utf8,
+                            int* bad) noexcept nogil
 
 
 cdef extern from "Python.h":
@@ -150,10 +152,10 @@ cdef inline bint _copied_short(char* to, const unsigned char* p, Py_ssize_t n) n
 
 
 cdef int _escape_utf8(Buffer* out, const unsigned char* p, Py_ssize_t n) noexcept nogil:
-    """Valid UTF-8 as a JSON string, quotes included, ASCII runs copied whole; -1: out of memory."""
-    cdef Py_ssize_t i = 0, run = 0
-    cdef unsigned char c, kind
-    cdef uint64_t word
+    """Valid UTF-8 as a JSON string, quotes included, the runs between escapes copied whole (zjc_json_run:
+    16 bytes a step with SSSE3); -1: out of memory."""
+    cdef Py_ssize_t i = 0, k
+    cdef int unused = 0
     if _grow(out, n + 2) < 0:
         return -1
     out.data[out.size] = 34  # "
@@ -163,39 +165,33 @@ cdef int _escape_utf8(Buffer* out, const unsigned char* p, Py_ssize_t n) noexcep
         out.data[out.size] = 34
         out.size += 1
         return 0
-    while i < n:
-        if i + 8 <= n:
-            memcpy(&word, p + i, 8)
-            if not _needs_escape(word):
-                i += 8
-                continue
-        c = p[i]
-        kind = ESCAPE[c]
-        if kind:
-            # The run before c, then at most 6 bytes for c: \u00XX.
-            if _grow(out, i - run + 6) < 0:
-                return -1
-            memcpy(out.data + out.size, p + run, i - run)
-            out.size += i - run
-            run = i + 1
-            out.data[out.size] = 92  # backslash
-            if kind == 1:
-                out.data[out.size + 1] = (34 if c == 34 else 92 if c == 92 else
-                                          110 if c == 10 else 114 if c == 13 else 116)
-                out.size += 2
-            else:
-                memcpy(out.data + out.size + 1, b"u00", 3)
-                out.data[out.size + 4] = HEX[c >> 4]
-                out.data[out.size + 5] = HEX[c & 15]
-                out.size += 6
+    while True:
+        # Room for the rest as it is, one escape (at most 6 bytes for 1) and the closing quote.
+        if _grow(out, n - i + 7) < 0:
+            return -1
+        k = zjc_json_run(p + i, n - i, <unsigned char*>out.data + out.size, 0, &unused)
+        out.size += k
+        i += k
+        if i == n:
+            break
+        _escape_char(out, p[i])
         i += 1
-    if _grow(out, n - run + 1) < 0:
-        return -1
-    memcpy(out.data + out.size, p + run, n - run)
-    out.size += n - run
     out.data[out.size] = 34
     out.size += 1
     return 0
+
+
+cdef inline void _escape_char(Buffer* out, unsigned char c) noexcept nogil:
+    """The escape of c, one of the characters ESCAPE marks (room for 6 bytes: \\u00XX)."""
+    out.data[out.size] = 92  # backslash
+    if ESCAPE[c] == 1:
+        out.data[out.size + 1] = (34 if c == 34 else 92 if c == 92 else 110 if c == 10 else 114 if c == 13 else 116)
+        out.size += 2
+    else:
+        memcpy(out.data + out.size + 1, b"u00", 3)
+        out.data[out.size + 4] = HEX[c >> 4]
+        out.data[out.size + 5] = HEX[c & 15]
+        out.size += 6
 
 
 cdef enum:
