@@ -1,5 +1,6 @@
 /* Strict UTF-8 validation for the Cython twins (the encoder's JSON reader and the decoder's text spans), and
-   the JSON reader's string runs, found, copied and checked in one pass.
+   JSON string runs found, copied and (for the reader) checked in one pass: the reader's up to an escape or the
+   closing quote, the JSON writer's between the characters it escapes.
 
    "Strict" is what bytes.decode("utf-8") accepts: no overlong forms, no surrogates (U+D800-U+DFFF), nothing
    past U+10FFFF, no truncated sequence at the end.  zjc_utf8_prefix gives the length of the longest valid
@@ -214,7 +215,7 @@ static Py_ssize_t zjc_json_run_ssse3(const unsigned char *p, Py_ssize_t n, unsig
 #endif
 
 /* The run of JSON string text at p[0:n] up to its first '"', backslash or control character, copied to o (room
-   for n bytes); its length.  With check_utf8, *bad is set when the run is not strict UTF-8 (zjc_utf8_prefix
+   for n bytes; whole blocks of 16 are stored as they are); its length.  With check_utf8, *bad is set when the run is not strict UTF-8 (zjc_utf8_prefix
    then says where). */
 static inline Py_ssize_t zjc_json_run(const unsigned char *p, Py_ssize_t n, unsigned char *o, int check_utf8,
                                       int *bad) {
