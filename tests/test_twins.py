@@ -507,8 +507,8 @@ def test_longer_strings_with_escapes_around_the_blocks(twins, size):
 
 def _keep_utf8(text: str) -> None:
     """Have CPython make and keep text's UTF-8, as PyUnicode_AsUTF8AndSize does (the Rust codec calls it)."""
-    as_utf8 = ctypes.pythonapi.PyUnicode_AsUTF8AndSize
-    as_utf8.argtypes, as_utf8.restype = [ctypes.py_object, ctypes.c_void_p], ctypes.c_void_p
+    prototype = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_void_p)
+    as_utf8 = prototype(("PyUnicode_AsUTF8AndSize", ctypes.pythonapi))  # its own pointer: pythonapi's stays as it is
     try:
         as_utf8(text, None)
     except UnicodeEncodeError:  # a lone surrogate: strict UTF-8 has none, nothing is kept
