@@ -819,21 +819,19 @@ cdef int _str_utf8(Writer* w, str s) except -1:
     cdef const char* kept
     cdef int kind
     zjc_unicode_ready(s)
+    start = _text_start(w)
     kept = zjc_utf8_kept(s, &n)
     if kept != NULL:
-        start = _text_start(w)
         _raw(w, kept, n)
     else:
         n = PyUnicode_GET_LENGTH(s)
         kind = PyUnicode_KIND(s)
-        _reserve(w, 5 + n * (kind + 1 if kind < 4 else 4) + 16)
-        start = w.pos
-        size = _utf8_of_ucs(kind, PyUnicode_DATA(s), n, w.buf + start + 5)
+        _reserve(w, _utf8_room(kind, n))
+        size = _utf8_of_ucs(kind, PyUnicode_DATA(s), n, w.buf + w.pos)
         if size < 0:
-            w.pos += 5
             _utf8_surrogates(w, s)
         else:
-            w.pos = start + 5 + size
+            w.pos += size
     size = w.pos - start - 5
     if _text_end(w, start) < 0:
         _pack_I(size)  # raises struct.error, as the Python twin
@@ -2948,7 +2946,7 @@ cdef const unsigned char* _utf8_of(object text, Py_ssize_t* n, unsigned char** s
         return <const unsigned char*>PyUnicode_DATA(text)
     kind = PyUnicode_KIND(text)
     # A driver hands each row over as a new str: its UTF-8 is made here, not by CPython's encoder (see _utf8_of_ucs).
-    scratch[0] = <unsigned char*>PyMem_Malloc(<size_t>(length * (kind + 1 if kind < 4 else 4) + 16))
+    scratch[0] = <unsigned char*>PyMem_Malloc(<size_t>_utf8_room(kind, length))
     if scratch[0] == NULL:
         raise MemoryError()
     data = PyUnicode_DATA(text)
@@ -2958,6 +2956,12 @@ cdef const unsigned char* _utf8_of(object text, Py_ssize_t* n, unsigned char** s
     else:
         n[0] = _utf8_of_ucs(kind, data, length, scratch[0])
     return scratch[0] if n[0] >= 0 else NULL
+
+
+cdef inline Py_ssize_t _utf8_room(int kind, Py_ssize_t n) noexcept nogil:
+    """The bytes _utf8_of_ucs may write for n characters of kind bytes each: 2, 3 or 4 a character at most, and
+    16 for the stores of its blocks."""
+    return n * (kind + 1 if kind < 4 else 4) + 16
 
 
 cdef Py_ssize_t _utf8_of_ucs(int kind, const void* data, Py_ssize_t n, unsigned char* out) noexcept nogil:

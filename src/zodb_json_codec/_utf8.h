@@ -215,8 +215,8 @@ static Py_ssize_t zjc_json_run_ssse3(const unsigned char *p, Py_ssize_t n, unsig
 #endif
 
 /* The run of JSON string text at p[0:n] up to its first '"', backslash or control character, copied to o (room
-   for n bytes; whole blocks of 16 are stored as they are); its length.  With check_utf8, *bad is set when the run is not strict UTF-8 (zjc_utf8_prefix
-   then says where). */
+   for n bytes; whole blocks of 16 are stored as they are); its length.  With check_utf8, *bad is set when the
+   run is not strict UTF-8 (zjc_utf8_prefix then says where). */
 static inline Py_ssize_t zjc_json_run(const unsigned char *p, Py_ssize_t n, unsigned char *o, int check_utf8,
                                       int *bad) {
     Py_ssize_t k;
