@@ -740,19 +740,25 @@ def container_table(run: Run, items: Dict[str, List[bytes]], part: Part) -> str:
 ENCODE_INPUTS = ("fresh", "kept")
 
 
-def encode_times(pair: Dict[str, Contender], items: List[bytes], inputs: str, run: Run) -> Dict[str, float]:
-    """Seconds per encode pass over items of each contender and of the floor (the same pass calling len()).
+def encode_timer(pair: Dict[str, Contender], items: List[bytes], inputs: str,
+                 run: Run) -> Callable[[], Dict[str, float]]:
+    """What times one run of encode passes over items: seconds per pass of each contender and of the floor (the
+    same pass calling len()). What the runs share (the floor's dicts, the fresh texts) is made once, here.
 
     Fresh: both contenders encode json.loads values of the same texts (the Cython twin's decoded dicts as
-    JSON); kept: each its own decoded dicts."""
+    JSON); kept: each its own decoded dicts, decoded again for every run."""
     if inputs == "kept":
-        passes = op_passes(pair, items, ("encode",))["encode"]
-        passes["floor"] = call_floor(pair["cython"], items)
-        return interleaved(passes, run.args.budget, run.args.rounds)
+        floor = call_floor(pair["cython"], items)
+
+        def kept() -> Dict[str, float]:
+            passes = op_passes(pair, items, ("encode",))["encode"]
+            passes["floor"] = floor
+            return interleaved(passes, run.args.budget, run.args.rounds)
+        return kept
     texts = [json.dumps(pair["cython"].decode(data)) for data in items]
     passes = {name: (lambda xs, fn=c.encode: [fn(x) for x in xs]) for name, c in pair.items()}
     passes["floor"] = lambda xs: [len(x) for x in xs]
-    return interleaved_fresh(passes, texts, run.args.rounds)
+    return lambda: interleaved_fresh(passes, texts, run.args.rounds)
 
 
 def part_encode(run: Run) -> Part:
@@ -783,9 +789,10 @@ def encode_runs(run: Run, pair: Dict[str, Contender], items: Dict[str, List[byte
     """cython/rust per run and set, and each contender's best seconds per pass (the floor's too)."""
     ratios: Dict[str, List[float]] = {label: [] for label in items}
     best: Dict[str, Dict[str, float]] = {label: {} for label in items}
+    timers = {label: encode_timer(pair, items[label], inputs, run) for label in items}
     for _ in range(run.args.runs):
         for label in items:
-            times = encode_times(pair, items[label], inputs, run)
+            times = timers[label]()
             ratios[label].append(times["cython"] / times["rust"])
             for name, seconds in times.items():
                 best[label][name] = min(best[label].get(name, seconds), seconds)
