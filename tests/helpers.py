@@ -15,6 +15,9 @@
 - ``UTF8_SEQUENCES`` / ``utf8_texts``: byte sequences that strict UTF-8 takes
   or refuses, at every position around the 16-byte blocks the compiled
   twins check at once.
+- ``ODD_CHARACTERS`` / ``THREE_BYTE_RUN`` / ``NOT_THREE_BYTE``: characters to
+  put at every place of a str, for the blocks in which the compiled twins
+  make a str's UTF-8.
 """
 
 from __future__ import annotations
@@ -175,6 +178,16 @@ UTF8_SEQUENCES = [
     b"\xf4\x90\x80\x80", b"\xf5\x80\x80\x80", b"\xf8\x88\x80\x80\x80", b"\xff", b"\xfe", b"\xc3\xa9\xa9",
     b"\xe2\x82\xac\x80", b"\xc3\x28", b"\xe2\x28\xa1", b"\xf0\x28\x8c\xbc",
 ]
+
+
+#: One character (or two) to put anywhere in a str: ASCII's last, each UTF-8 length's edges, lone surrogates
+#: (also beside a 4-byte character).
+ODD_CHARACTERS = ["\x7f", "\x80", "\xe9", "\xff", "\u0100", "\u07ff", "\u0800", "\u4e2d", "\uffff", "\ud800",
+                  "\udfff", "\U00010000", "\U0001f600", "\U0010ffff", "\U0001f600\ud800", "\udfff\U0010ffff"]
+#: Characters of three UTF-8 bytes from the range's edges (U+0800-U+FFFF without the surrogates), which the
+#: Cython encoder turns into UTF-8 8 at a time; and characters that end such a run.
+THREE_BYTE_RUN = "\u0800\u4e2d\ud7ff\ue000\uffff\u2014" * 6
+NOT_THREE_BYTE = ["a", "\x80", "\u07ff", "\ud800", "\udbff", "\udc00", "\udfff", "\U0001f600"]
 
 
 def utf8_texts(size: int, filler: bytes = b"a") -> List[bytes]:

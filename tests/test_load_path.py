@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 import corpus
 from deepvalues import json_text
-from helpers import UTF8_SEQUENCES, same_records, utf8_texts
+from helpers import NOT_THREE_BYTE, ODD_CHARACTERS, THREE_BYTE_RUN, UTF8_SEQUENCES, same_records, utf8_texts
 from test_corpus import UNLOADABLE
 from test_jsonread import json_texts, strict_loads, whitespace
 from test_twins import observe, twins  # noqa: F401 (twins: the fixture of both twins)
@@ -191,12 +191,8 @@ def test_decimal_floats_give_the_definitions_doubles(twins, seed):
 
 
 # A str of 1-, 2- or 4-byte characters is turned into UTF-8 a block of 16 or 8 characters at a time: one
-# non-ASCII character (or lone surrogate, also in a 4-byte str) at every position around those blocks.
-_NON_ASCII = ["\x80", "é", "\xff", "\u0100", "\u07ff", "\u0800", "中", "\uffff", "\ud800", "\udfff",
-              "\U00010000", "😀", "\U0010ffff", "😀\ud800", "\udfff\U0010ffff"]
-
-
-@pytest.mark.parametrize("char", _NON_ASCII)
+# other character (or lone surrogate, also in a 4-byte str) at every position around those blocks.
+@pytest.mark.parametrize("char", ODD_CHARACTERS)
 def test_one_wide_character_anywhere_in_a_str(twins, char):
     for size in (1, 7, 8, 9, 15, 16, 17, 33):
         for at in range(size):
@@ -205,13 +201,12 @@ def test_one_wide_character_anywhere_in_a_str(twins, char):
                 check_text(twins, '{"k": "%s", "%s": 1}' % (text, text))
 
 
-@pytest.mark.parametrize("char", ["a", "\x80", "\u07ff", "\ud800", "\udfff", "\U0001f600"])
+@pytest.mark.parametrize("char", NOT_THREE_BYTE)
 def test_one_other_character_anywhere_in_a_run_of_three_byte_ones(twins, char):
     """Runs of characters of three UTF-8 bytes (U+0800-U+FFFF, surrogates aside) go 8 a step."""
-    three = "\u0800\u4e2d\ud7ff\ue000\uffff\u2014" * 6
     for size in (2, 8, 9, 16, 17, 25):
         for at in range(size):
-            text = three[:at] + char + three[at:size - 1]
+            text = THREE_BYTE_RUN[:at] + char + THREE_BYTE_RUN[at:size - 1]
             check_text(twins, '{"k": "%s", "%s": 1}' % (text, text))
 
 

@@ -40,7 +40,8 @@ from hypothesis import strategies as st
 
 from corpus import NAMES, row_record, vectors
 from deepvalues import json_text, nested_pickle
-from helpers import DECODERS, ENCODERS, PICKLE_DECODERS, large_text_records, record, utf8_texts
+from helpers import (DECODERS, ENCODERS, NOT_THREE_BYTE, ODD_CHARACTERS, PICKLE_DECODERS, THREE_BYTE_RUN,
+                     large_text_records, record, utf8_texts)
 from strictcompare import describe, diff, outcome, outcome_diff
 from twinloader import load_twin
 
@@ -521,14 +522,10 @@ def test_strs_encode_alike_with_and_without_their_kept_utf8(twins):
     into the pickle itself (ASCII a block of 16 or 8 characters at a time), keeping none: strs of every width with
     one other character or lone surrogate at every place around those blocks, as keys and values."""
     texts = ["x" * at + odd + "y" * (size - at - 1) + width  # width: the str's kind whatever odd is
-             for odd in ("\x7f", "\x80", "\xe9", "\xff", "\u0100", "\u07ff", "\u0800", "\u4e2d", "\uffff", "\ud800",
-                         "\udfff", "\U00010000", "\U0001f600", "\U0010ffff", "\U0001f600\ud800")
-             for width in ("", "\u4e2d", "\U0001f600")
+             for odd in ODD_CHARACTERS for width in ("", "\u4e2d", "\U0001f600")
              for size in (1, 7, 8, 9, 15, 16, 17, 33) for at in range(size)]
-    three = "\u0800\u4e2d\ud7ff\ue000\uffff\u2014"  # one to three-byte UTF-8's edges (runs of them: 8 a step)
-    texts += [(three * 6)[:at] + odd + (three * 6)[at:size - 1]
-              for odd in ("a", "\x80", "\u07ff", "\ud800", "\udbff", "\udc00", "\udfff", "\U0001f600")
-              for size in (2, 8, 9, 16, 17, 25) for at in range(size)]
+    texts += [THREE_BYTE_RUN[:at] + odd + THREE_BYTE_RUN[at:size - 1]
+              for odd in NOT_THREE_BYTE for size in (2, 8, 9, 16, 17, 25) for at in range(size)]
     texts += [wide * 5000 + tail for wide in ("\xe9", "\u4e2d", "\U0001f600") for tail in ("", "a", "\ud800")]
     python, cython = twins
 
