@@ -17,7 +17,8 @@
   twins check at once.
 - ``ODD_CHARACTERS`` / ``THREE_BYTE_RUN`` / ``NOT_THREE_BYTE``: characters to
   put at every place of a str, for the blocks in which the compiled twins
-  make a str's UTF-8.
+  make a str's UTF-8; ``MIXED_BLOCKS``: every mix of UTF-8 lengths in such a
+  block.
 """
 
 from __future__ import annotations
@@ -188,6 +189,13 @@ ODD_CHARACTERS = ["\x7f", "\x80", "\xe9", "\xff", "\u0100", "\u07ff", "\u0800", 
 #: Cython encoder turns into UTF-8 8 at a time; and characters that end such a run.
 THREE_BYTE_RUN = "\u0800\u4e2d\ud7ff\ue000\uffff\u2014" * 6
 NOT_THREE_BYTE = ["a", "\x80", "\u07ff", "\ud800", "\udbff", "\udc00", "\udfff", "\U0001f600"]
+#: Characters of one, two and three UTF-8 bytes, from each length's edges (none that JSON text must escape).
+_BY_UTF8_LENGTH = (("a", "~", "\x7f"), ("\x80", "\xe9", "\u0100", "\u07ff"),
+                   ("\u0800", "\u4e2d", "\ud7ff", "\ue000", "\uffff"))
+#: Every way the 8 characters of a block can be one, two or three UTF-8 bytes long (3**8 blocks), which the
+#: Cython twins turn into UTF-8 8 characters a step in a 2-byte str, each way through its own shuffle.
+MIXED_BLOCKS = ["".join(_BY_UTF8_LENGTH[way // 3 ** j % 3][(way + j) % len(_BY_UTF8_LENGTH[way // 3 ** j % 3])]
+                        for j in range(8)) for way in range(3 ** 8)]
 
 
 def utf8_texts(size: int, filler: bytes = b"a") -> List[bytes]:

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 import corpus
 from deepvalues import json_text
-from helpers import NOT_THREE_BYTE, ODD_CHARACTERS, THREE_BYTE_RUN, UTF8_SEQUENCES, same_records, utf8_texts
+from helpers import MIXED_BLOCKS, NOT_THREE_BYTE, ODD_CHARACTERS, THREE_BYTE_RUN, UTF8_SEQUENCES, same_records, utf8_texts
 from test_corpus import UNLOADABLE
 from test_jsonread import json_texts, strict_loads, whitespace
 from test_twins import observe, twins  # noqa: F401 (twins: the fixture of both twins)
@@ -128,6 +128,19 @@ def check_text(twins, text: str) -> None:
     assert observe(cython.json_to_pickle, text) == observe(python.json_to_pickle, text), text
 
 
+def check_one_pass(twins, text: str) -> None:
+    """check_text, and the Cython twin's one pass gives the definition's record by itself: a text it takes (no
+    lone surrogates, duplicate keys or other input it leaves to the normative way, which would hide its bugs)."""
+    check_text(twins, text)
+    if any("\ud800" <= char <= "\udfff" for char in text):
+        return  # the pass leaves lone surrogates to the normative way
+    cython = twins[1]
+    for module, name in CLASSES[:-1]:
+        expected = _definition(cython, module, name, text)
+        for arg in _inputs(text):
+            assert observe(cython.encode_module._one_pass_record, module, name, arg) == expected, (module, name, arg)
+
+
 @SETTINGS
 @given(text=json_texts())
 def test_generated_json_gives_the_definitions_record(twins, text):
@@ -198,7 +211,7 @@ def test_one_wide_character_anywhere_in_a_str(twins, char):
         for at in range(size):
             for width in ("", "中", "😀"):  # the str's kind whatever char is
                 text = "x" * at + char + "y" * (size - at - 1) + width
-                check_text(twins, '{"k": "%s", "%s": 1}' % (text, text))
+                check_one_pass(twins, '{"k": "%s", "%s": 1}' % (text, text))
 
 
 @pytest.mark.parametrize("char", NOT_THREE_BYTE)
@@ -207,13 +220,20 @@ def test_one_other_character_anywhere_in_a_run_of_three_byte_ones(twins, char):
     for size in (2, 8, 9, 16, 17, 25):
         for at in range(size):
             text = THREE_BYTE_RUN[:at] + char + THREE_BYTE_RUN[at:size - 1]
-            check_text(twins, '{"k": "%s", "%s": 1}' % (text, text))
+            check_one_pass(twins, '{"k": "%s", "%s": 1}' % (text, text))
+
+
+@pytest.mark.parametrize("wide", ["", "\U0001f600"])
+def test_every_mix_of_utf8_lengths_in_a_block_of_a_str(twins, wide):
+    """A 2- or 4-byte str goes 8 characters a step, any mix of one-, two- and three-byte ones: every such block,
+    the text's first 8 characters ('[' and the spaces before the string) a block of their own."""
+    check_one_pass(twins, '[      "' + "".join(MIXED_BLOCKS) + '", "%s"]' % wide)
 
 
 @pytest.mark.parametrize("tail", ["é", "中", "\ud800", "é中", "😀", "😀\udfff"])
 def test_long_strs_of_every_width(twins, tail):
     """Long enough that the UTF-8 is made without the GIL; the odd character last, past every block."""
-    check_text(twins, json.dumps(["a" * 70001 + tail, "é" * 70001 + tail, "中" * 70001 + tail, "😀" * 70001 + tail],
+    check_one_pass(twins, json.dumps(["a" * 70001 + tail, "é" * 70001 + tail, "中" * 70001 + tail, "😀" * 70001 + tail],
                                  ensure_ascii=False))
 
 

@@ -40,7 +40,7 @@ from hypothesis import strategies as st
 
 from corpus import NAMES, row_record, vectors
 from deepvalues import json_text, nested_pickle
-from helpers import (DECODERS, ENCODERS, NOT_THREE_BYTE, ODD_CHARACTERS, PICKLE_DECODERS, THREE_BYTE_RUN,
+from helpers import (DECODERS, ENCODERS, MIXED_BLOCKS, NOT_THREE_BYTE, ODD_CHARACTERS, PICKLE_DECODERS, THREE_BYTE_RUN,
                      large_text_records, record, utf8_texts)
 from strictcompare import describe, diff, outcome, outcome_diff
 from twinloader import load_twin
@@ -527,6 +527,8 @@ def test_strs_encode_alike_with_and_without_their_kept_utf8(twins):
     texts += [THREE_BYTE_RUN[:at] + odd + THREE_BYTE_RUN[at:size - 1]
               for odd in NOT_THREE_BYTE for size in (2, 8, 9, 16, 17, 25) for at in range(size)]
     texts += [wide * 5000 + tail for wide in ("\xe9", "\u4e2d", "\U0001f600") for tail in ("", "a", "\ud800")]
+    texts += [block + wide for block in MIXED_BLOCKS for wide in ("\u4e2d", "\U0001f600")]  # a 2- or 4-byte str
+    texts += ["".join(MIXED_BLOCKS), "".join(MIXED_BLOCKS) + "\U0001f600"]
     python, cython = twins
 
     def record_of(values: List[str]) -> Dict[str, Any]:

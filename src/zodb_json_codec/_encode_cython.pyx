@@ -199,97 +199,6 @@ cdef extern from *:
     #endif
     }
 
-    /* The 16 1-byte characters at p copied to o (room for 16 bytes): how many of them lead up to the first
-       that is not ASCII (16: none is).  For a str's UTF-8, _utf8_of_ucs. */
-    static inline int zjc_ascii_run16(const Py_UCS1 *p, unsigned char *o) {
-    #if defined(__SSE2__) && defined(__GNUC__)
-        __m128i x = _mm_loadu_si128((const __m128i *)p);
-        int mask = _mm_movemask_epi8(x);
-        _mm_storeu_si128((__m128i *)o, x);
-        return mask ? __builtin_ctz((unsigned int)mask) : 16;
-    #else
-        int k = 0;
-        while (k < 16 && p[k] < 0x80) { o[k] = (unsigned char)p[k]; k++; }
-        return k;
-    #endif
-    }
-
-    /* The same for 8 2-byte characters (room for 8 bytes at o). */
-    static inline int zjc_ascii_run8(const Py_UCS2 *p, unsigned char *o) {
-    #if defined(__SSE2__) && defined(__GNUC__)
-        __m128i x = _mm_loadu_si128((const __m128i *)p);
-        __m128i ascii = _mm_cmpeq_epi16(_mm_and_si128(x, _mm_set1_epi16((short)0xFF80)), _mm_setzero_si128());
-        unsigned int mask = (unsigned int)_mm_movemask_epi8(ascii);
-        _mm_storel_epi64((__m128i *)o, _mm_packus_epi16(x, x));
-        return mask == 0xFFFFu ? 8 : __builtin_ctz(~mask) / 2;
-    #else
-        int k = 0;
-        while (k < 8 && p[k] < 0x80) { o[k] = (unsigned char)p[k]; k++; }
-        return k;
-    #endif
-    }
-
-    /* The same for 8 4-byte characters (room for 8 bytes at o). */
-    static inline int zjc_ascii_run8_wide(const Py_UCS4 *p, unsigned char *o) {
-    #if defined(__SSE2__) && defined(__GNUC__)
-        __m128i a = _mm_loadu_si128((const __m128i *)p), b = _mm_loadu_si128((const __m128i *)(p + 4));
-        __m128i high = _mm_set1_epi32((int)0xFFFFFF80), zero = _mm_setzero_si128();
-        __m128i ascii = _mm_packs_epi32(_mm_cmpeq_epi32(_mm_and_si128(a, high), zero),
-                                        _mm_cmpeq_epi32(_mm_and_si128(b, high), zero));
-        unsigned int mask = (unsigned int)_mm_movemask_epi8(ascii);
-        __m128i units = _mm_packs_epi32(a, b);  /* the ASCII ones fit in 16 bits, and then in 8 */
-        _mm_storel_epi64((__m128i *)o, _mm_packus_epi16(units, units));
-        return mask == 0xFFFFu ? 8 : __builtin_ctz(~mask) / 2;
-    #else
-        int k = 0;
-        while (k < 8 && p[k] < 0x80) { o[k] = (unsigned char)p[k]; k++; }
-        return k;
-    #endif
-    }
-
-    #ifdef ZJC_SSSE3
-    /* How many of the 8 2-byte characters at p lead up to the first that is not one of three UTF-8 bytes
-       (U+0800-U+FFFF but for the surrogates: most of CJK, and punctuation such as U+2014), with the UTF-8 of
-       those at o (room for 24 bytes; the bytes past three a character are junk).  Each character's three
-       bytes are made in 16-bit lanes, packed, and put in order by two byte shuffles. */
-    __attribute__((target("ssse3")))
-    static int zjc_three_byte_run8_ssse3(const Py_UCS2 *p, unsigned char *o) {
-        const __m128i c = _mm_loadu_si128((const __m128i *)p);
-        const __m128i top = _mm_and_si128(c, _mm_set1_epi16((short)0xF800));
-        const __m128i low6 = _mm_set1_epi16(0x3F), cont = _mm_set1_epi16(0x80);
-        __m128i other = _mm_or_si128(_mm_cmpeq_epi16(top, _mm_setzero_si128()),
-                                     _mm_cmpeq_epi16(top, _mm_set1_epi16((short)0xD800)));
-        unsigned int mask = (unsigned int)_mm_movemask_epi8(other);
-        __m128i first, second, third, lo, hi;
-        if (mask & 1) return 0;
-        first = _mm_or_si128(_mm_srli_epi16(c, 12), _mm_set1_epi16(0xE0));
-        second = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(c, 6), low6), cont);
-        third = _mm_or_si128(_mm_and_si128(c, low6), cont);
-        first = _mm_packus_epi16(first, second);   /* first bytes 0-7, second bytes 8-15 */
-        third = _mm_packus_epi16(third, third);
-        lo = _mm_or_si128(_mm_shuffle_epi8(first, _mm_setr_epi8(0, 8, -1, 1, 9, -1, 2, 10, -1, 3, 11, -1, 4, 12,
-                                                                 -1, 5)),
-                          _mm_shuffle_epi8(third, _mm_setr_epi8(-1, -1, 0, -1, -1, 1, -1, -1, 2, -1, -1, 3, -1,
-                                                                 -1, 4, -1)));
-        hi = _mm_or_si128(_mm_shuffle_epi8(first, _mm_setr_epi8(13, -1, 6, 14, -1, 7, 15, -1, -1, -1, -1, -1, -1,
-                                                                 -1, -1, -1)),
-                          _mm_shuffle_epi8(third, _mm_setr_epi8(-1, 5, -1, -1, 6, -1, -1, 7, -1, -1, -1, -1, -1,
-                                                                 -1, -1, -1)));
-        _mm_storeu_si128((__m128i *)o, lo);
-        _mm_storel_epi64((__m128i *)(o + 16), hi);
-        return mask ? __builtin_ctz(mask) / 2 : 8;
-    }
-    #endif
-
-    /* zjc_three_byte_run8_ssse3 where the CPU has SSSE3; 0 (none done) elsewhere. */
-    static inline int zjc_three_byte_run8(const Py_UCS2 *p, unsigned char *o) {
-    #ifdef ZJC_SSSE3
-        if (__builtin_cpu_supports("ssse3")) return zjc_three_byte_run8_ssse3(p, o);
-    #endif
-        (void)p; (void)o;
-        return 0;
-    }
-
     /* The sign and the magnitude (hi:lo) of a decimal int text as _common.decimal_to_int reads it ([+-]?[0-9]+):
        1 when the magnitude fits in 128 bits; 0 for anything else (not such a text, longer, or no 128-bit
        integers in this compiler: the caller takes Python's way). */
@@ -380,16 +289,21 @@ cdef extern from *:
     int zjc_b64_decode(const unsigned char* text, Py_ssize_t n, unsigned char* out) noexcept
     const char* zjc_utf8(object s, Py_ssize_t* n) except? NULL
     const char* zjc_utf8_kept(object s, Py_ssize_t* n) noexcept
-    int zjc_ascii_run16(const uint8_t* p, unsigned char* o) noexcept nogil
-    int zjc_ascii_run8(const uint16_t* p, unsigned char* o) noexcept nogil
-    int zjc_ascii_run8_wide(const uint32_t* p, unsigned char* o) noexcept nogil
-    int zjc_three_byte_run8(const uint16_t* p, unsigned char* o) noexcept nogil
     int zjc_decimal_magnitude(const unsigned char* s, Py_ssize_t n, int* negative, uint64_t* hi, uint64_t* lo) noexcept
     int zjc_compact_long(object v, long long* out) noexcept
     int zjc_hexval(unsigned char c) noexcept nogil
     int zjc_unhex(const unsigned char* p, Py_ssize_t n, unsigned char* out) noexcept
     Py_ssize_t zjc_last_dot(const unsigned char* p, Py_ssize_t n, int* newline) noexcept
     Py_ssize_t zjc_plain_run(const unsigned char* p, Py_ssize_t n) noexcept
+
+
+cdef extern from "_ucs_utf8.h":
+    int zjc_ucs_utf8_init() noexcept
+    Py_ssize_t zjc_utf8_room(int kind, Py_ssize_t n) noexcept nogil
+    Py_ssize_t zjc_utf8_of_ucs(int kind, const void* data, Py_ssize_t n, unsigned char* out) noexcept nogil
+    unsigned char* zjc_code_point(unsigned char* o, uint32_t c) noexcept nogil
+
+zjc_ucs_utf8_init()
 
 
 cdef extern from "_utf8.h":
@@ -826,8 +740,8 @@ cdef int _str_utf8(Writer* w, str s) except -1:
     else:
         n = PyUnicode_GET_LENGTH(s)
         kind = PyUnicode_KIND(s)
-        _reserve(w, _utf8_room(kind, n))
-        size = _utf8_of_ucs(kind, PyUnicode_DATA(s), n, w.buf + w.pos)
+        _reserve(w, zjc_utf8_room(kind, n))
+        size = zjc_utf8_of_ucs(kind, PyUnicode_DATA(s), n, w.buf + w.pos)
         if size < 0:
             _utf8_surrogates(w, s)
         else:
@@ -2145,27 +2059,6 @@ cdef inline int _hex4(const unsigned char* p, Py_ssize_t i, Py_ssize_t n) noexce
     return unit
 
 
-cdef inline unsigned char* _code_point(unsigned char* o, uint32_t c) noexcept nogil:
-    """c as UTF-8 at o (surrogates as surrogatepass writes them); the end."""
-    if c < 0x80:
-        o[0] = <uint8_t>c
-        return o + 1
-    if c < 0x800:
-        o[0] = <uint8_t>(0xC0 | (c >> 6))
-        o[1] = <uint8_t>(0x80 | (c & 0x3F))
-        return o + 2
-    if c < 0x10000:
-        o[0] = <uint8_t>(0xE0 | (c >> 12))
-        o[1] = <uint8_t>(0x80 | ((c >> 6) & 0x3F))
-        o[2] = <uint8_t>(0x80 | (c & 0x3F))
-        return o + 3
-    o[0] = <uint8_t>(0xF0 | (c >> 18))
-    o[1] = <uint8_t>(0x80 | ((c >> 12) & 0x3F))
-    o[2] = <uint8_t>(0x80 | ((c >> 6) & 0x3F))
-    o[3] = <uint8_t>(0x80 | (c & 0x3F))
-    return o + 4
-
-
 cdef unsigned char _UNESCAPED[256]
 
 
@@ -2221,7 +2114,7 @@ cdef int _unescape(const unsigned char* p, Py_ssize_t* at, Py_ssize_t n, Py_ssiz
                 if 0xDC00 <= low <= 0xDFFF:  # a surrogate pair: one character
                     unit = 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00)
                     i += 6
-            o = _code_point(o, <uint32_t>unit)
+            o = zjc_code_point(o, <uint32_t>unit)
         elif _UNESCAPED[e]:
             o[0] = _UNESCAPED[e]
             o += 1
@@ -2945,70 +2838,17 @@ cdef const unsigned char* _utf8_of(object text, Py_ssize_t* n, unsigned char** s
         n[0] = length
         return <const unsigned char*>PyUnicode_DATA(text)
     kind = PyUnicode_KIND(text)
-    # A driver hands each row over as a new str: its UTF-8 is made here, not by CPython's encoder (see _utf8_of_ucs).
-    scratch[0] = <unsigned char*>PyMem_Malloc(<size_t>_utf8_room(kind, length))
+    # A driver hands each row over as a new str: its UTF-8 is made here, not by CPython's encoder (see _ucs_utf8.h).
+    scratch[0] = <unsigned char*>PyMem_Malloc(<size_t>zjc_utf8_room(kind, length))
     if scratch[0] == NULL:
         raise MemoryError()
     data = PyUnicode_DATA(text)
     if length > _NOGIL_RUN:
         with nogil:
-            n[0] = _utf8_of_ucs(kind, data, length, scratch[0])
+            n[0] = zjc_utf8_of_ucs(kind, data, length, scratch[0])
     else:
-        n[0] = _utf8_of_ucs(kind, data, length, scratch[0])
+        n[0] = zjc_utf8_of_ucs(kind, data, length, scratch[0])
     return scratch[0] if n[0] >= 0 else NULL
-
-
-cdef inline Py_ssize_t _utf8_room(int kind, Py_ssize_t n) noexcept nogil:
-    """The bytes _utf8_of_ucs may write for n characters of kind bytes each: 2, 3 or 4 a character at most, and
-    16 for the stores of its blocks."""
-    return n * (kind + 1 if kind < 4 else 4) + 16
-
-
-cdef Py_ssize_t _utf8_of_ucs(int kind, const void* data, Py_ssize_t n, unsigned char* out) noexcept nogil:
-    # A call with a constant kind for each, so that the C compiler can make a loop for each width with no test of kind.
-    if kind == 1:
-        return _utf8_of_width(1, data, n, out)
-    if kind == 2:
-        return _utf8_of_width(2, data, n, out)
-    return _utf8_of_width(4, data, n, out)
-
-
-cdef inline Py_ssize_t _utf8_of_width(int kind, const void* data, Py_ssize_t n, unsigned char* out) noexcept nogil:
-    """The UTF-8 of a str's n characters of kind bytes each at out (room for 2n, 3n or 4n + 16 bytes): its size,
-    or -1 at a lone surrogate, which strict UTF-8 refuses (a str holds no pairs).  CPython's own encoder takes a
-    character a step and keeps its copy in the str; here ASCII goes a block of 16 (8) characters a step, a run
-    of three-byte characters in a 2-byte str 8 a step (SSSE3), and other characters one by one without going
-    back to the block test between them."""
-    cdef const uint8_t* p1 = <const uint8_t*>data
-    cdef const uint16_t* p2 = <const uint16_t*>data
-    cdef const uint32_t* p4 = <const uint32_t*>data
-    cdef Py_ssize_t block = 16 if kind == 1 else 8
-    cdef Py_ssize_t i = 0, k
-    cdef unsigned char* o = out
-    cdef uint32_t c
-    while i < n:
-        while i + block <= n:
-            k = (zjc_ascii_run16(p1 + i, o) if kind == 1 else zjc_ascii_run8(p2 + i, o) if kind == 2
-                 else zjc_ascii_run8_wide(p4 + i, o))
-            o += k
-            i += k
-            if k < block:
-                break
-        while i < n:
-            c = p1[i] if kind == 1 else p2[i] if kind == 2 else p4[i]
-            if c < 0x80 and i + block <= n:
-                break  # back to whole blocks
-            if kind == 2 and c >= 0x800 and i + 8 <= n and p2[i + 1] >= 0x800:
-                k = zjc_three_byte_run8(p2 + i, o)  # a run of CJK: 8 characters a step
-                if k > 0:
-                    o += 3 * k
-                    i += k
-                    continue
-            if 0xD800 <= c <= 0xDFFF:
-                return -1
-            o = _code_point(o, c)
-            i += 1
-    return o - out
 
 
 cdef object _from_text(object text, bint check_utf8, str module, str name):
@@ -3060,6 +2900,14 @@ cdef bytes _pickle_from_text(object text):
         verbatim = _verbatim(result[0])
         return verbatim if verbatim is not None else _pickle(result[0])
     return result
+
+
+def _one_pass_record(str class_mod, str class_name, state_json):
+    """encode_zodb_record_from_pg_json's one pass alone, without the normative way it falls back to on any
+    error or unusual input (None: not taken).  For the tests: a fallback hides a bug of the pass from them."""
+    cdef bint check_utf8 = False
+    text = _text_bytes(state_json, &check_utf8)
+    return None if text is None else _record_from_text(class_mod, class_name, text, check_utf8)
 
 
 def encode_zodb_record_from_pg_json(class_mod, class_name, state_json):

@@ -1,0 +1,270 @@
+/* The strict UTF-8 of a str's characters, for the Cython twins: the encoder's BINUNICODE payloads, the load
+   path's str input and the JSON writer's strs.  CPython's own encoder (PyUnicode_AsUTF8AndSize) takes a
+   character a step, allocates its copy and keeps it in the str for the str's life; this writes into the
+   caller's buffer and keeps nothing.
+
+   zjc_utf8_of_ucs takes a str's characters as CPython stores them (kind 1, 2 or 4 bytes each).  On x86-64
+   CPUs with SSSE3, 2- and 4-byte strs go 8 characters a step (zjc_bmp_block8_ssse3: any mix of one-, two-
+   and three-byte characters, as simdutf's UTF-16 to UTF-8 transcoder does it; a block of a 4-byte str with
+   a character past U+FFFF, a character at a time).  Elsewhere, and in 1-byte strs (mostly ASCII, where a
+   block of 16 does more), ASCII goes a block of 16 or 8 characters a step and the others one by one. */
+
+#ifndef ZJC_UCS_UTF8_H
+#define ZJC_UCS_UTF8_H
+
+#include <stdint.h>
+#include "Python.h"
+
+#if defined(__SSE2__) && defined(__GNUC__)
+#include <emmintrin.h>
+#endif
+#if defined(__GNUC__)
+#define ZJC_ALWAYS_INLINE static inline __attribute__((always_inline))
+#else
+#define ZJC_ALWAYS_INLINE static inline
+#endif
+#if defined(__GNUC__) && defined(__x86_64__)
+#define ZJC_UCS_SSSE3 1
+#include <tmmintrin.h>
+#endif
+
+/* The bytes zjc_utf8_of_ucs may write for n characters of kind bytes each: 2, 3 or 4 a character at most,
+   and 16 for the stores of its blocks. */
+static inline Py_ssize_t zjc_utf8_room(int kind, Py_ssize_t n) {
+    return n * (kind < 4 ? kind + 1 : 4) + 16;
+}
+
+/* c as UTF-8 at o (a surrogate too: the caller decides about those); the end. */
+static inline unsigned char *zjc_code_point(unsigned char *o, uint32_t c) {
+    if (c < 0x80) {
+        *o = (unsigned char)c;
+        return o + 1;
+    }
+    if (c < 0x800) {
+        o[0] = (unsigned char)(0xC0 | (c >> 6));
+        o[1] = (unsigned char)(0x80 | (c & 0x3F));
+        return o + 2;
+    }
+    if (c < 0x10000) {
+        o[0] = (unsigned char)(0xE0 | (c >> 12));
+        o[1] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
+        o[2] = (unsigned char)(0x80 | (c & 0x3F));
+        return o + 3;
+    }
+    o[0] = (unsigned char)(0xF0 | (c >> 18));
+    o[1] = (unsigned char)(0x80 | ((c >> 12) & 0x3F));
+    o[2] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
+    o[3] = (unsigned char)(0x80 | (c & 0x3F));
+    return o + 4;
+}
+
+/* The 16 1-byte characters at p copied to o (room for 16 bytes): how many of them lead up to the first
+   that is not ASCII (16: none is). */
+static inline int zjc_ascii_run16(const Py_UCS1 *p, unsigned char *o) {
+#if defined(__SSE2__) && defined(__GNUC__)
+    __m128i x = _mm_loadu_si128((const __m128i *)p);
+    int mask = _mm_movemask_epi8(x);
+    _mm_storeu_si128((__m128i *)o, x);
+    return mask ? __builtin_ctz((unsigned int)mask) : 16;
+#else
+    int k = 0;
+    while (k < 16 && p[k] < 0x80) { o[k] = (unsigned char)p[k]; k++; }
+    return k;
+#endif
+}
+
+/* The same for 8 2-byte characters (room for 8 bytes at o). */
+static inline int zjc_ascii_run8(const Py_UCS2 *p, unsigned char *o) {
+#if defined(__SSE2__) && defined(__GNUC__)
+    __m128i x = _mm_loadu_si128((const __m128i *)p);
+    __m128i ascii = _mm_cmpeq_epi16(_mm_and_si128(x, _mm_set1_epi16((short)0xFF80)), _mm_setzero_si128());
+    unsigned int mask = (unsigned int)_mm_movemask_epi8(ascii);
+    _mm_storel_epi64((__m128i *)o, _mm_packus_epi16(x, x));
+    return mask == 0xFFFFu ? 8 : __builtin_ctz(~mask) / 2;
+#else
+    int k = 0;
+    while (k < 8 && p[k] < 0x80) { o[k] = (unsigned char)p[k]; k++; }
+    return k;
+#endif
+}
+
+/* The same for 8 4-byte characters (room for 8 bytes at o). */
+static inline int zjc_ascii_run8_wide(const Py_UCS4 *p, unsigned char *o) {
+#if defined(__SSE2__) && defined(__GNUC__)
+    __m128i a = _mm_loadu_si128((const __m128i *)p), b = _mm_loadu_si128((const __m128i *)(p + 4));
+    __m128i high = _mm_set1_epi32((int)0xFFFFFF80), zero = _mm_setzero_si128();
+    __m128i ascii = _mm_packs_epi32(_mm_cmpeq_epi32(_mm_and_si128(a, high), zero),
+                                    _mm_cmpeq_epi32(_mm_and_si128(b, high), zero));
+    unsigned int mask = (unsigned int)_mm_movemask_epi8(ascii);
+    __m128i units = _mm_packs_epi32(a, b);  /* the ASCII ones fit in 16 bits, and then in 8 */
+    _mm_storel_epi64((__m128i *)o, _mm_packus_epi16(units, units));
+    return mask == 0xFFFFu ? 8 : __builtin_ctz(~mask) / 2;
+#else
+    int k = 0;
+    while (k < 8 && p[k] < 0x80) { o[k] = (unsigned char)p[k]; k++; }
+    return k;
+#endif
+}
+
+#ifdef ZJC_UCS_SSSE3
+/* For each way four characters can be one, two or three UTF-8 bytes long (index: two bits a character,
+   the low one "one byte", the high one "one or two"), how many bytes they make and the byte shuffle that
+   picks them, in order, from the 16 bytes zjc_ucs2_block8_ssse3 makes for them (4 a character: the
+   one-byte form, the last byte, the first of three, the first of two or the second of three). */
+static unsigned char zjc_pack_123[256][17];
+
+static void zjc_build_pack_123(void) {
+    int index, j, k;
+    for (index = 0; index < 256; index++) {
+        unsigned char *row = zjc_pack_123[index];
+        k = 1;
+        for (j = 0; j < 4; j++) {
+            if (index >> (2 * j) & 1) {                /* one byte */
+                row[k++] = (unsigned char)(4 * j);
+            } else if (index >> (2 * j + 1) & 1) {     /* two */
+                row[k++] = (unsigned char)(4 * j + 3);
+                row[k++] = (unsigned char)(4 * j + 1);
+            } else {                                   /* three */
+                row[k++] = (unsigned char)(4 * j + 2);
+                row[k++] = (unsigned char)(4 * j + 3);
+                row[k++] = (unsigned char)(4 * j + 1);
+            }
+        }
+        row[0] = (unsigned char)(k - 1);
+        while (k < 17) row[k++] = 0x80;                /* a zero byte: past the count, junk anyway */
+    }
+}
+
+/* The UTF-8 of 8 characters below U+10000 (in, 16 bits each) at o (room for 28 bytes; the bytes past the
+   count are junk): how many bytes, or -1 if a surrogate is among them.  Each character is widened to 32
+   bits holding all its possible bytes, then each half of the block is packed by a shuffle from
+   zjc_pack_123. */
+__attribute__((target("ssse3")))
+static inline int zjc_bmp_block8_ssse3(__m128i in, unsigned char *o) {
+    const __m128i zero = _mm_setzero_si128();
+    const __m128i ascii = _mm_cmpeq_epi16(_mm_and_si128(in, _mm_set1_epi16((short)0xFF80)), zero);
+    const unsigned int ascii_mask = (unsigned int)_mm_movemask_epi8(ascii);
+    __m128i top, short_, last, first, pair, out0, out1;
+    unsigned int mask;
+    const unsigned char *row0, *row1;
+    if (ascii_mask == 0xFFFFu) {
+        _mm_storel_epi64((__m128i *)o, _mm_packus_epi16(in, in));
+        return 8;
+    }
+    top = _mm_and_si128(in, _mm_set1_epi16((short)0xF800));
+    if (_mm_movemask_epi8(_mm_cmpeq_epi16(top, _mm_set1_epi16((short)0xD800)))) return -1;
+    short_ = _mm_cmpeq_epi16(top, zero);  /* one or two bytes: below U+0800 */
+    /* low byte: the character itself (ASCII), high byte: 10cccccc, the last byte of two or three */
+    last = _mm_shuffle_epi8(in, _mm_setr_epi8(0, 0, 2, 2, 4, 4, 6, 6, 8, 8, 10, 10, 12, 12, 14, 14));
+    last = _mm_or_si128(_mm_and_si128(last, _mm_set1_epi16(0x3F7F)), _mm_set1_epi16((short)0x8000));
+    /* low byte: 1110aaaa, the first of three; high byte: 110bbbbb (first of two) or 10bbbbbb (second of
+       three): [0000aaaa bbbbbb00] multiplied byte-wise into [00bbbbbb 0000aaaa], then the prefix bits */
+    first = _mm_and_si128(_mm_srli_epi16(in, 4), _mm_set1_epi16(0x0FFC));
+    first = _mm_maddubs_epi16(first, _mm_set1_epi16(0x0140));
+    first = _mm_or_si128(first, _mm_set1_epi16((short)0xC0E0));
+    first = _mm_xor_si128(first, _mm_andnot_si128(short_, _mm_set1_epi16(0x4000)));
+    out0 = _mm_unpacklo_epi16(last, first);
+    out1 = _mm_unpackhi_epi16(last, first);
+    mask = (ascii_mask & 0x5555u) | ((unsigned int)_mm_movemask_epi8(short_) & 0xAAAAu);
+    row0 = zjc_pack_123[mask & 0xFF];
+    row1 = zjc_pack_123[mask >> 8];
+    pair = _mm_shuffle_epi8(out0, _mm_loadu_si128((const __m128i *)(row0 + 1)));
+    _mm_storeu_si128((__m128i *)o, pair);
+    pair = _mm_shuffle_epi8(out1, _mm_loadu_si128((const __m128i *)(row1 + 1)));
+    _mm_storeu_si128((__m128i *)(o + row0[0]), pair);
+    return row0[0] + row1[0];
+}
+
+/* zjc_bmp_block8_ssse3 of the 8 characters of a 2-byte str at p. */
+__attribute__((target("ssse3")))
+static int zjc_ucs2_block8_ssse3(const Py_UCS2 *p, unsigned char *o) {
+    return zjc_bmp_block8_ssse3(_mm_loadu_si128((const __m128i *)p), o);
+}
+
+/* The same for 8 characters of a 4-byte str; -2 (nothing done) if one is past U+FFFF. */
+__attribute__((target("ssse3")))
+static int zjc_ucs4_block8_ssse3(const Py_UCS4 *p, unsigned char *o) {
+    const __m128i a = _mm_loadu_si128((const __m128i *)p), b = _mm_loadu_si128((const __m128i *)(p + 4));
+    const __m128i low_halves = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1);
+    if (_mm_movemask_epi8(_mm_cmpeq_epi16(_mm_srli_epi32(_mm_or_si128(a, b), 16), _mm_setzero_si128()))
+            != 0xFFFF) return -2;
+    return zjc_bmp_block8_ssse3(_mm_unpacklo_epi64(_mm_shuffle_epi8(a, low_halves),
+                                                   _mm_shuffle_epi8(b, low_halves)), o);
+}
+#endif
+
+/* Whether zjc_utf8_of_ucs may take a 2- or 4-byte str 8 characters a step (the table is built, the CPU can). */
+static int zjc_bmp_blocks = 0;
+
+/* Call once before zjc_utf8_of_ucs (module initialisation: no thread can be converting yet). */
+static int zjc_ucs_utf8_init(void) {
+#ifdef ZJC_UCS_SSSE3
+    if (__builtin_cpu_supports("ssse3")) {
+        zjc_build_pack_123();
+        zjc_bmp_blocks = 1;
+    }
+#endif
+    return 0;
+}
+
+/* The UTF-8 of a str's n characters of kind bytes each at out (room for zjc_utf8_room bytes): its size, or
+   -1 at a surrogate, which strict UTF-8 refuses (a str holds no pairs).  Always inlined, for one loop per
+   width with the kind a constant in each. */
+ZJC_ALWAYS_INLINE Py_ssize_t zjc_utf8_of_width(int kind, const void *data, Py_ssize_t n, unsigned char *out) {
+    const Py_UCS1 *p1 = (const Py_UCS1 *)data;
+    const Py_UCS2 *p2 = (const Py_UCS2 *)data;
+    const Py_UCS4 *p4 = (const Py_UCS4 *)data;
+    const Py_ssize_t block = kind == 1 ? 16 : 8;
+    Py_ssize_t i = 0, k;
+    unsigned char *o = out;
+    uint32_t c;
+#ifdef ZJC_UCS_SSSE3
+    if (kind == 2 && zjc_bmp_blocks) {
+        for (; i + 8 <= n; i += 8) {
+            k = zjc_ucs2_block8_ssse3(p2 + i, o);
+            if (k < 0) return -1;
+            o += k;
+        }
+    }
+    if (kind == 4 && zjc_bmp_blocks) {
+        for (; i + 8 <= n; i += 8) {
+            k = zjc_ucs4_block8_ssse3(p4 + i, o);
+            if (k == -1) return -1;
+            if (k >= 0) {
+                o += k;
+                continue;
+            }
+            for (k = 0; k < 8; k++) {  /* a character past U+FFFF among them */
+                c = p4[i + k];
+                if (c >= 0xD800 && c <= 0xDFFF) return -1;
+                o = zjc_code_point(o, c);
+            }
+        }
+    }
+#endif
+    while (i < n) {
+        while (i + block <= n) {
+            k = kind == 1 ? zjc_ascii_run16(p1 + i, o) : kind == 2 ? zjc_ascii_run8(p2 + i, o)
+                                                                  : zjc_ascii_run8_wide(p4 + i, o);
+            o += k;
+            i += k;
+            if (k < block) break;
+        }
+        while (i < n) {
+            c = kind == 1 ? p1[i] : kind == 2 ? p2[i] : p4[i];
+            if (c < 0x80 && i + block <= n) break;  /* back to whole blocks */
+            if (c >= 0xD800 && c <= 0xDFFF) return -1;
+            o = zjc_code_point(o, c);
+            i++;
+        }
+    }
+    return o - out;
+}
+
+static Py_ssize_t zjc_utf8_of_ucs(int kind, const void *data, Py_ssize_t n, unsigned char *out) {
+    if (kind == 1) return zjc_utf8_of_width(1, data, n, out);
+    if (kind == 2) return zjc_utf8_of_width(2, data, n, out);
+    return zjc_utf8_of_width(4, data, n, out);
+}
+
+#endif
