@@ -489,6 +489,21 @@ def test_short_strings_with_an_escape_anywhere(twins):
     assert not found, found.report()
 
 
+def test_strs_of_every_width_through_the_json_writer(twins):
+    """Non-ASCII strs through the JSON writers: every mix of UTF-8 lengths in a block of 8 characters, with a
+    character to escape at every place of some, and strs of 1-4 KB (text spans of pg_json above)."""
+    texts = [block + wide for block in MIXED_BLOCKS for wide in ("", "\u4e2d", "\U0001f600")]
+    texts += [block[:at] + odd + block[at:] + wide for block in MIXED_BLOCKS[:81] for at in range(9)
+              for odd in ('"', "\\", "\n", "\x1f") for wide in ("", "\U0001f600")]
+    texts += [wide * n + tail for wide, sizes in (("\xe9", (1000, 1023, 1024, 2000)), ("\u4e2d", (677, 678, 1300)),
+                                                  ("\U0001f600", (508, 509, 1020)))
+              for n in sizes for tail in ("", '"')]
+    state = {"values": texts, "keys": {text: 1 for text in texts}}
+    found = Differences()
+    compare_record(twins, pickle.dumps(("m", "C"), 3) + pickle.dumps(state, 3), found, "strs of every width")
+    assert not found, found.report()
+
+
 @pytest.mark.parametrize("size", [33, 48, 65, 4100])
 def test_longer_strings_with_escapes_around_the_blocks(twins, size):
     """The JSON writer copies what lies between escapes 16 bytes at a time: one or two characters that need
