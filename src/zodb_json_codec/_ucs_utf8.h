@@ -1,5 +1,5 @@
-/* The strict UTF-8 of a str's characters, for the Cython twins: the encoder's BINUNICODE payloads, the load
-   path's str input and the JSON writer's strs.  CPython's own encoder (PyUnicode_AsUTF8AndSize) takes a
+/* The strict UTF-8 of a str's characters, for the Cython encoder: its BINUNICODE payloads and the load
+   path's str input.  CPython's own encoder (PyUnicode_AsUTF8AndSize) takes a
    character a step, allocates its copy and keeps it in the str for the str's life; this writes into the
    caller's buffer and keeps nothing.
 
