@@ -58,6 +58,13 @@ static inline unsigned char *zjc_code_point(unsigned char *o, uint32_t c) {
     return o + 4;
 }
 
+/* Where SSE2 is not: copy the ASCII characters p[0:count] begins with to o, and return how many. */
+#define ZJC_ASCII_PREFIX(p, o, count) do { \
+        int k_ = 0; \
+        while (k_ < (count) && (p)[k_] < 0x80) { (o)[k_] = (unsigned char)(p)[k_]; k_++; } \
+        return k_; \
+    } while (0)
+
 /* The 16 1-byte characters at p copied to o (room for 16 bytes): how many of them lead up to the first
    that is not ASCII (16: none is). */
 static inline int zjc_ascii_run16(const Py_UCS1 *p, unsigned char *o) {
@@ -67,9 +74,7 @@ static inline int zjc_ascii_run16(const Py_UCS1 *p, unsigned char *o) {
     _mm_storeu_si128((__m128i *)o, x);
     return mask ? __builtin_ctz((unsigned int)mask) : 16;
 #else
-    int k = 0;
-    while (k < 16 && p[k] < 0x80) { o[k] = (unsigned char)p[k]; k++; }
-    return k;
+    ZJC_ASCII_PREFIX(p, o, 16);
 #endif
 }
 
@@ -82,9 +87,7 @@ static inline int zjc_ascii_run8(const Py_UCS2 *p, unsigned char *o) {
     _mm_storel_epi64((__m128i *)o, _mm_packus_epi16(x, x));
     return mask == 0xFFFFu ? 8 : __builtin_ctz(~mask) / 2;
 #else
-    int k = 0;
-    while (k < 8 && p[k] < 0x80) { o[k] = (unsigned char)p[k]; k++; }
-    return k;
+    ZJC_ASCII_PREFIX(p, o, 8);
 #endif
 }
 
@@ -100,9 +103,7 @@ static inline int zjc_ascii_run8_wide(const Py_UCS4 *p, unsigned char *o) {
     _mm_storel_epi64((__m128i *)o, _mm_packus_epi16(units, units));
     return mask == 0xFFFFu ? 8 : __builtin_ctz(~mask) / 2;
 #else
-    int k = 0;
-    while (k < 8 && p[k] < 0x80) { o[k] = (unsigned char)p[k]; k++; }
-    return k;
+    ZJC_ASCII_PREFIX(p, o, 8);
 #endif
 }
 
