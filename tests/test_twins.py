@@ -504,6 +504,22 @@ def test_strs_of_every_width_through_the_json_writer(twins):
     assert not found, found.report()
 
 
+@pytest.mark.parametrize("odd", ["\x80", "\xe9", "\u07ff", "\u4e2d", "\U0001f600"])
+def test_big_json_texts_with_a_wide_character_anywhere(twins, odd):
+    """decode_zodb_record_for_pg_json makes a JSON text of 16 KB and more into a str without the GIL, its
+    ASCII a block of 16 bytes a step: one non-ASCII character (whose width is the str's) at every place
+    around the blocks near the text's start and its end, and between two of them."""
+    filler = "a" * 17000
+    texts = [filler[:at] + odd + filler[at:] for at in range(40)]
+    texts += [filler + "b" * at + odd + "c" * (40 - at) for at in range(41)]
+    texts += [filler + odd + "d" * at + odd + "e" * 20 for at in range(20)]
+    found = Differences()
+    for text in texts:
+        compare_decoders(twins, record({"text": text}, 3), found, f"{odd!r} in {len(text)}",
+                         ("decode_zodb_record_for_pg_json",), encode=False)
+    assert not found, found.report()
+
+
 @pytest.mark.parametrize("size", [33, 48, 65, 4100])
 def test_longer_strings_with_escapes_around_the_blocks(twins, size):
     """The JSON writer copies what lies between escapes 16 bytes at a time: one or two characters that need

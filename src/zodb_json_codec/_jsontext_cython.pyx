@@ -34,6 +34,10 @@ cdef extern from "_utf8.h":
                             int* bad) noexcept nogil
 
 
+cdef extern from "_ucs_utf8.h":
+    void zjc_units_of_utf8(int kind, const unsigned char* p, Py_ssize_t n, void* data, Py_ssize_t chars) noexcept nogil
+
+
 cdef extern from "Python.h":
     long long PyLong_AsLongLongAndOverflow(object v, int* overflow) except? -1
     const char* PyUnicode_AsUTF8AndSize(object s, Py_ssize_t* size) except NULL
@@ -468,45 +472,6 @@ cdef Py_UCS4 _max_char(const unsigned char* p, Py_ssize_t n, Py_ssize_t* length)
     return 127 if top < 0x80 else 255 if top < 0xC4 else 0xFFFF if top < 0xF0 else 0x10FFFF
 
 
-ctypedef fused CodeUnit:
-    uint8_t
-    uint16_t
-    uint32_t
-
-
-cdef void _decode_into(const unsigned char* p, Py_ssize_t n, CodeUnit* o) noexcept nogil:
-    """Decode valid UTF-8 into a str's code units (wide enough for every code point in it)."""
-    cdef Py_ssize_t i = 0, j
-    cdef uint64_t word
-    cdef unsigned char b
-    while i < n:
-        b = p[i]
-        if b < 0x80:
-            o[0] = b
-            o += 1
-            i += 1
-            while i + 8 <= n:  # an ASCII run: 8 bytes at a time
-                memcpy(&word, p + i, 8)
-                if word & 0x8080808080808080ULL:
-                    break
-                for j in range(8):
-                    o[j] = p[i + j]
-                o += 8
-                i += 8
-            continue
-        if b < 0xE0:
-            o[0] = <CodeUnit>(((b & 0x1F) << 6) | (p[i + 1] & 0x3F))
-            i += 2
-        elif b < 0xF0:
-            o[0] = <CodeUnit>(((b & 0x0F) << 12) | ((p[i + 1] & 0x3F) << 6) | (p[i + 2] & 0x3F))
-            i += 3
-        else:
-            o[0] = <CodeUnit>(((b & 0x07) << 18) | ((p[i + 1] & 0x3F) << 12) | ((p[i + 2] & 0x3F) << 6)
-                              | (p[i + 3] & 0x3F))
-            i += 4
-        o += 1
-
-
 cdef enum:
     NOGIL_TEXT_BYTES = 16384  # below, CPython's own decoder (faster on mixed text) makes the str
 
@@ -528,12 +493,8 @@ cdef str _text(Buffer* out):
     with nogil:
         if maxchar == 127:
             memcpy(units, p, n)
-        elif maxchar == 255:
-            _decode_into(p, n, <uint8_t*>units)
-        elif maxchar == 0xFFFF:
-            _decode_into(p, n, <uint16_t*>units)
         else:
-            _decode_into(p, n, <uint32_t*>units)
+            zjc_units_of_utf8(1 if maxchar == 255 else 2 if maxchar == 0xFFFF else 4, p, n, units, length)
     return text
 
 

@@ -1,7 +1,8 @@
-/* The strict UTF-8 of a str's characters, for the Cython encoder: its BINUNICODE payloads and the load
-   path's str input.  CPython's own encoder (PyUnicode_AsUTF8AndSize) takes a
-   character a step, allocates its copy and keeps it in the str for the str's life; this writes into the
-   caller's buffer and keeps nothing.
+/* Strs and strict UTF-8 both ways, for the Cython twins.  zjc_units_of_utf8 makes a new str's characters
+   of valid UTF-8 (the JSON writer's big texts, which it makes without the GIL).  zjc_utf8_of_ucs makes the
+   strict UTF-8 of a str's characters, for the encoder: its BINUNICODE payloads and the load path's str
+   input.  CPython's own encoder (PyUnicode_AsUTF8AndSize) takes a character a step, allocates its copy and
+   keeps it in the str for the str's life; this writes into the caller's buffer and keeps nothing.
 
    zjc_utf8_of_ucs takes a str's characters as CPython stores them (kind 1, 2 or 4 bytes each).  On x86-64
    CPUs with SSSE3, 2- and 4-byte strs go 8 characters a step (zjc_bmp_block8_ssse3: any mix of one-, two-
@@ -114,7 +115,7 @@ static inline int zjc_ascii_run8_wide(const Py_UCS4 *p, unsigned char *o) {
    one-byte form, the last byte, the first of three, the first of two or the second of three). */
 static unsigned char zjc_pack_123[256][17];
 
-static void zjc_build_pack_123(void) {
+static inline void zjc_build_pack_123(void) {
     int index, j, k;
     for (index = 0; index < 256; index++) {
         unsigned char *row = zjc_pack_123[index];
@@ -198,7 +199,7 @@ static int zjc_ucs4_block8_ssse3(const Py_UCS4 *p, unsigned char *o) {
 static int zjc_bmp_blocks = 0;
 
 /* Call once before zjc_utf8_of_ucs (module initialisation: no thread can be converting yet). */
-static int zjc_ucs_utf8_init(void) {
+static inline int zjc_ucs_utf8_init(void) {
 #ifdef ZJC_UCS_SSSE3
     if (__builtin_cpu_supports("ssse3")) {
         zjc_build_pack_123();
@@ -262,10 +263,73 @@ ZJC_ALWAYS_INLINE Py_ssize_t zjc_utf8_of_width(int kind, const void *data, Py_ss
     return o - out;
 }
 
-static Py_ssize_t zjc_utf8_of_ucs(int kind, const void *data, Py_ssize_t n, unsigned char *out) {
+static inline Py_ssize_t zjc_utf8_of_ucs(int kind, const void *data, Py_ssize_t n, unsigned char *out) {
     if (kind == 1) return zjc_utf8_of_width(1, data, n, out);
     if (kind == 2) return zjc_utf8_of_width(2, data, n, out);
     return zjc_utf8_of_width(4, data, n, out);
+}
+
+/* ---- UTF-8 to a str's code units ---- */
+
+/* The character of the strict UTF-8 sequence at p, and its length in *size. */
+static inline Py_UCS4 zjc_sequence(const unsigned char *p, int *size) {
+    const unsigned char c = p[0];
+    if (c < 0x80) { *size = 1; return c; }
+    if (c < 0xE0) { *size = 2; return (Py_UCS4)(c & 0x1F) << 6 | (p[1] & 0x3F); }
+    if (c < 0xF0) { *size = 3; return (Py_UCS4)(c & 0x0F) << 12 | (Py_UCS4)(p[1] & 0x3F) << 6 | (p[2] & 0x3F); }
+    *size = 4;
+    return (Py_UCS4)(c & 0x07) << 18 | (Py_UCS4)(p[1] & 0x3F) << 12 | (Py_UCS4)(p[2] & 0x3F) << 6 | (p[3] & 0x3F);
+}
+
+/* The code units, kind bytes each, of the strict UTF-8 p[0:n] into a new str's data, which holds exactly its
+   chars characters: from an ASCII byte, the ASCII a block of 16 bytes begins with in one step (SSE2; while 16
+   more units fit), the other characters one by one. */
+ZJC_ALWAYS_INLINE void zjc_units_of_width(int kind, const unsigned char *p, Py_ssize_t n, void *data,
+                                          Py_ssize_t chars) {
+    Py_UCS1 *o1 = (Py_UCS1 *)data;
+    Py_UCS2 *o2 = (Py_UCS2 *)data;
+    Py_UCS4 *o4 = (Py_UCS4 *)data;
+    Py_ssize_t i = 0, j = 0;
+    int k, size;
+    Py_UCS4 c;
+    while (i < n) {
+#if defined(__SSE2__) && defined(__GNUC__)
+        if (p[i] < 0x80 && i + 16 <= n && j + 16 <= chars) {
+            const __m128i x = _mm_loadu_si128((const __m128i *)(p + i)), zero = _mm_setzero_si128();
+            const int mask = _mm_movemask_epi8(x);
+            k = mask ? __builtin_ctz((unsigned int)mask) : 16;  /* the ASCII bytes it begins with: 1 or more */
+            {
+                if (kind == 1) {
+                    _mm_storeu_si128((__m128i *)(o1 + j), x);
+                } else if (kind == 2) {
+                    _mm_storeu_si128((__m128i *)(o2 + j), _mm_unpacklo_epi8(x, zero));
+                    _mm_storeu_si128((__m128i *)(o2 + j + 8), _mm_unpackhi_epi8(x, zero));
+                } else {
+                    const __m128i lo = _mm_unpacklo_epi8(x, zero), hi = _mm_unpackhi_epi8(x, zero);
+                    _mm_storeu_si128((__m128i *)(o4 + j), _mm_unpacklo_epi16(lo, zero));
+                    _mm_storeu_si128((__m128i *)(o4 + j + 4), _mm_unpackhi_epi16(lo, zero));
+                    _mm_storeu_si128((__m128i *)(o4 + j + 8), _mm_unpacklo_epi16(hi, zero));
+                    _mm_storeu_si128((__m128i *)(o4 + j + 12), _mm_unpackhi_epi16(hi, zero));
+                }
+                i += k;
+                j += k;
+                continue;
+            }
+        }
+#endif
+        c = zjc_sequence(p + i, &size);
+        if (kind == 1) o1[j] = (Py_UCS1)c;
+        else if (kind == 2) o2[j] = (Py_UCS2)c;
+        else o4[j] = c;
+        i += size;
+        j++;
+    }
+}
+
+static inline void zjc_units_of_utf8(int kind, const unsigned char *p, Py_ssize_t n, void *data, Py_ssize_t chars) {
+    if (kind == 1) zjc_units_of_width(1, p, n, data, chars);
+    else if (kind == 2) zjc_units_of_width(2, p, n, data, chars);
+    else zjc_units_of_width(4, p, n, data, chars);
 }
 
 #endif
