@@ -111,7 +111,7 @@ static inline int zjc_ascii_run8_wide(const Py_UCS4 *p, unsigned char *o) {
 #ifdef ZJC_UCS_SSSE3
 /* For each way four characters can be one, two or three UTF-8 bytes long (index: two bits a character,
    the low one "one byte", the high one "one or two"), how many bytes they make and the byte shuffle that
-   picks them, in order, from the 16 bytes zjc_ucs2_block8_ssse3 makes for them (4 a character: the
+   picks them, in order, from the 16 bytes zjc_bmp_block8_ssse3 makes for them (4 a character: the
    one-byte form, the last byte, the first of three, the first of two or the second of three). */
 static unsigned char zjc_pack_123[256][17];
 
