@@ -29,7 +29,8 @@ from hypothesis import strategies as st
 
 import corpus
 from deepvalues import json_text
-from helpers import MIXED_BLOCKS, NOT_THREE_BYTE, ODD_CHARACTERS, THREE_BYTE_RUN, UTF8_SEQUENCES, same_records, utf8_texts
+from helpers import (MIXED_BLOCKS, NOT_THREE_BYTE, ODD_CHARACTERS, THREE_BYTE_RUN, UTF8_SEQUENCES, same_records,
+                     utf8_texts)
 from test_corpus import UNLOADABLE
 from test_jsonread import json_texts, strict_loads, whitespace
 from test_twins import observe, twins  # noqa: F401 (twins: the fixture of both twins)
@@ -233,8 +234,8 @@ def test_every_mix_of_utf8_lengths_in_a_block_of_a_str(twins, wide):
 @pytest.mark.parametrize("tail", ["é", "中", "\ud800", "é中", "😀", "😀\udfff"])
 def test_long_strs_of_every_width(twins, tail):
     """Long enough that the UTF-8 is made without the GIL; the odd character last, past every block."""
-    check_one_pass(twins, json.dumps(["a" * 70001 + tail, "é" * 70001 + tail, "中" * 70001 + tail, "😀" * 70001 + tail],
-                                 ensure_ascii=False))
+    texts = ["a" * 70001 + tail, "é" * 70001 + tail, "中" * 70001 + tail, "😀" * 70001 + tail]
+    check_one_pass(twins, json.dumps(texts, ensure_ascii=False))
 
 
 # ---------------------------------------------------------------------------
