@@ -20,7 +20,7 @@ from cpython.long cimport PyLong_FromVoidPtr
 from cpython.mem cimport PyMem_Free
 from cpython.bytes cimport PyBytes_AS_STRING
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.math cimport fabs, signbit
 from libc.string cimport memcpy

@@ -221,22 +221,15 @@ ZJC_ALWAYS_INLINE Py_ssize_t zjc_utf8_of_width(int kind, const void *data, Py_ss
     unsigned char *o = out;
     uint32_t c;
 #ifdef ZJC_UCS_SSSE3
-    if (kind == 2 && zjc_bmp_blocks) {
+    if (kind != 1 && zjc_bmp_blocks) {
         for (; i + 8 <= n; i += 8) {
-            k = zjc_ucs2_block8_ssse3(p2 + i, o);
-            if (k < 0) return -1;
-            o += k;
-        }
-    }
-    if (kind == 4 && zjc_bmp_blocks) {
-        for (; i + 8 <= n; i += 8) {
-            k = zjc_ucs4_block8_ssse3(p4 + i, o);
-            if (k == -1) return -1;
+            k = kind == 2 ? zjc_ucs2_block8_ssse3(p2 + i, o) : zjc_ucs4_block8_ssse3(p4 + i, o);
             if (k >= 0) {
                 o += k;
                 continue;
             }
-            for (k = 0; k < 8; k++) {  /* a character past U+FFFF among them */
+            if (k == -1) return -1;  /* a surrogate */
+            for (k = 0; k < 8; k++) {  /* -2: a character past U+FFFF among them (a 4-byte str) */
                 c = p4[i + k];
                 if (c >= 0xD800 && c <= 0xDFFF) return -1;
                 o = zjc_code_point(o, c);
