@@ -28,7 +28,7 @@ from zodb_json_codec import _switch
 
 ROOT = Path(__file__).resolve().parent.parent
 PYPY = sys.implementation.name == "pypy"
-MODULES = ("_decode_cython", "_encode_cython", "_jsontext_cython")
+MODULES = ("_decode_cython", "_encode_cython", "_jsontext_cython", "_pickletext_cython")
 EXT_SUFFIX = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
 # Variables a build reads; the children get only those a test sets.
 BUILD_VARS = (

@@ -40,6 +40,7 @@ from ._decode_common import (
     persistent_ref, string_line, text_line, unicode_line,
 )
 from ._jsontext_cython cimport TextSpan, clean_utf8, materialized, pg_json_text, text_span
+from ._pickletext_cython cimport lane_text, plain_state_text
 from ._jsontext_python import pretty_json_text, sanitize_for_pg
 
 cdef extern from "Python.h":
@@ -1771,9 +1772,30 @@ cdef enum:
 
 cdef object _usual_class_pickle(bytes data, _Context ctx):
     """(module, name) of a record whose class pickle has one of the two forms nearly every record has, read
-    as bytes, else None (the pickle machine reads it).  ctx.stop is set after it and ctx.memo holds its
+    as bytes (_usual_class_names), else None (the pickle machine reads it).  See _lazy_class_memo."""
+    cdef Py_ssize_t stop
+    cdef int form
+    names = _usual_class_names(data, &stop, &form)
+    if names is not None:
+        _lazy_class_memo(ctx, names, stop, form)
+    return names
+
+
+cdef int _lazy_class_memo(_Context ctx, tuple names, Py_ssize_t stop, int form) except -1:
+    """The context after a class pickle read as bytes: ctx.stop is set after it and ctx.memo holds its
     entries, of which the class marker is only made if the state pickle GETs it (_lazy_class_entry):
-    walking it took a quarter of btree_length's decode and an eighth of simple_flat_dict's.
+    walking it took a quarter of btree_length's decode and an eighth of simple_flat_dict's."""
+    ctx.stop = stop
+    ctx.memo = [_LAZY_CLASS] if form == _LAZY_GLOBAL else [names[0], names[1], _LAZY_CLASS]
+    ctx.lazy_class = form
+    ctx.memo_count = PyList_GET_SIZE(ctx.memo)
+    ctx.containers += 1  # the GLOBAL or TUPLE2
+    return 0
+
+
+cdef object _usual_class_names(bytes data, Py_ssize_t* stop, int* form):
+    """(module, name) of a class pickle of one of these forms, with *stop set after it and *form to
+    _LAZY_GLOBAL or _LAZY_NAMES_TUPLE; else None.
       ZODB's:    PROTO 2|3, GLOBAL "module\nname\n", BINPUT 0, STOP
       as text:   PROTO 2|3, BINUNICODE module, BINPUT 0, BINUNICODE name, BINPUT 1, TUPLE2, BINPUT 2, STOP
     The names are non-empty printable ASCII, which every way of reading them gives alike."""
@@ -1788,22 +1810,16 @@ cdef object _usual_class_pickle(bytes data, _Context ctx):
         b = _printable_end(p, a + 1, end)
         if b == a + 1 or b + 4 > end or memcmp(p + b, b"\nq\x00.", 4) != 0:
             return None
-        names = (_ascii(p + 3, a - 3), _ascii(p + a + 1, b - a - 1))
-        ctx.memo = [_LAZY_CLASS]
-        ctx.lazy_class = _LAZY_GLOBAL
-        ctx.stop = b + 4
-    else:
-        a = _memoized_name_end(p, 2, end, 0)
-        b = _memoized_name_end(p, a, end, 1) if a > 0 else -1
-        if b < 0 or b + 4 > end or memcmp(p + b, b"\x86q\x02.", 4) != 0:
-            return None
-        names = (_ascii(p + 7, a - 9), _ascii(p + a + 5, b - a - 7))
-        ctx.memo = [names[0], names[1], _LAZY_CLASS]
-        ctx.lazy_class = _LAZY_NAMES_TUPLE
-        ctx.stop = b + 4
-    ctx.memo_count = PyList_GET_SIZE(ctx.memo)
-    ctx.containers += 1  # the GLOBAL or TUPLE2
-    return names
+        form[0] = _LAZY_GLOBAL
+        stop[0] = b + 4
+        return _ascii(p + 3, a - 3), _ascii(p + a + 1, b - a - 1)
+    a = _memoized_name_end(p, 2, end, 0)
+    b = _memoized_name_end(p, a, end, 1) if a > 0 else -1
+    if b < 0 or b + 4 > end or memcmp(p + b, b"\x86q\x02.", 4) != 0:
+        return None
+    form[0] = _LAZY_NAMES_TUPLE
+    stop[0] = b + 4
+    return _ascii(p + 7, a - 9), _ascii(p + a + 5, b - a - 7)
 
 
 cdef inline Py_ssize_t _printable_end(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end) noexcept:
@@ -1835,9 +1851,10 @@ cdef inline str _ascii(const unsigned char* p, Py_ssize_t n):
     return s
 
 
-cdef _Context _decode_record(object data, bint text_spans):
+cdef _Context _decode_record(object data, bint text_spans, object usual=None):
     """The context of a decoded ZODB record: module, name, state (compact references), refs, flags,
-    state_offset (where the state pickle starts)."""
+    state_offset (where the state pickle starts).  usual: the class pickle already read by
+    _usual_class_names, as (names, stop, form)."""
     if type(data) is not bytes:
         data = bytes_argument(data)
     cdef _Context ctx = _new_context(True)
@@ -1846,7 +1863,11 @@ cdef _Context _decode_record(object data, bint text_spans):
     cdef Py_ssize_t class_refs
     cdef str module = "", name = ""
     try:
-        names = _usual_class_pickle(data, ctx)
+        if usual is None:
+            names = _usual_class_pickle(data, ctx)
+        else:
+            names = (<tuple>usual)[0]
+            _lazy_class_memo(ctx, names, (<tuple>usual)[1], (<tuple>usual)[2])
         if names is None:
             klass = _load(data, 0, ctx)
         else:
@@ -1950,13 +1971,44 @@ def decode_zodb_record_for_pg_json(data):
 
     Raises TypeError for a non-bytes argument and ValueError for bad data.
     """
-    cdef _Context ctx = _decode_record(data, True)
+    cdef Py_ssize_t stop
+    cdef int form
+    cdef _Context ctx
+    usual = None
+    if type(data) is bytes:
+        names = _usual_class_names(<bytes>data, &stop, &form)
+        if names is not None:
+            text = _plain_state_text(<bytes>data, names, stop)
+            if text is not None:
+                return names[0], names[1], text, []
+            usual = (names, stop, form)
+    ctx = _decode_record(data, True, usual)
     _check_class_names(ctx.module, ctx.name)
     try:
         text = pg_json_text(ctx.state, ctx.flags & (F_NUL | F_SURROGATE | F_FLOAT | F_EXP_FLOAT))
     except CodecError as exc:  # as _decode_common.in_state words it
         raise CodecError(f"{exc} (state pickle at offset {ctx.state_offset})") from None
     return ctx.module, ctx.name, text, ctx.refs
+
+
+cdef object _plain_state_text(bytes data, tuple names, Py_ssize_t stop):
+    """The JSON text of the record's state by the direct lane (_pickletext_cython), for a class that is not
+    a BTree (those states are flattened) and a state of plain values; else None."""
+    if btree_bits(<str>names[0], <str>names[1]):
+        return None
+    return plain_state_text(data, stop)
+
+
+def _direct_lane_record(data):
+    """For the tests: decode_zodb_record_for_pg_json's result by the direct lane alone (whatever it declined
+    before), or None."""
+    cdef Py_ssize_t stop
+    cdef int form
+    names = _usual_class_names(data, &stop, &form)
+    if names is None or btree_bits(<str>names[0], <str>names[1]):
+        return None
+    text = lane_text(data, stop)
+    return None if text is None else (names[0], names[1], text, [])
 
 
 cdef tuple _decode_pickle(object data):

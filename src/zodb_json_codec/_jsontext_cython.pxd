@@ -1,7 +1,8 @@
 # cython: language_level=3
-# What _decode_cython.pyx uses of the compiled JSON text writer, C to C.
+# What _decode_cython.pyx and _pickletext_cython.pyx use of the compiled JSON text writer, C to C.
 
 cimport cython
+from libc.string cimport memcpy
 
 
 @cython.final
@@ -19,3 +20,53 @@ cdef str span_text(TextSpan span)
 cdef bint clean_utf8(const unsigned char* p, Py_ssize_t n)
 cpdef object materialized(object value)
 cpdef str pg_json_text(object state, int special)
+
+
+# The output buffer, shared with _pickletext_cython (which writes JSON text straight from a pickle).
+cdef enum:
+    INLINE_CAPACITY = 4096  # most states' text fits: no heap buffer
+
+
+cdef struct Buffer:
+    char* data            # inline, until the text outgrows it
+    Py_ssize_t size
+    Py_ssize_t capacity
+    char inline[INLINE_CAPACITY]
+
+
+cdef int _grow(Buffer* out, Py_ssize_t extra) noexcept nogil
+cdef int _write_utf8(Buffer* out, const unsigned char* p, Py_ssize_t n) except -1
+cdef int _write_float(Buffer* out, double x) except -1
+cdef str _text(Buffer* out)
+
+
+cdef inline int _reserve(Buffer* out, Py_ssize_t extra) except -1:
+    if _grow(out, extra) < 0:
+        raise MemoryError()
+    return 0
+
+
+cdef inline int _write(Buffer* out, const char* text, Py_ssize_t n) except -1:
+    if out.size + n > out.capacity:
+        _reserve(out, n)
+    memcpy(out.data + out.size, text, n)
+    out.size += n
+    return 0
+
+
+cdef inline int _write_char(Buffer* out, char c) except -1:
+    if out.size + 1 > out.capacity:
+        _reserve(out, 1)
+    out.data[out.size] = c
+    out.size += 1
+    return 0
+
+
+cdef inline char* _digits_before(char* end, unsigned long long u) noexcept:
+    """Write the decimal digits of u just before end; where they start."""
+    while True:
+        end -= 1
+        end[0] = <char>(48 + u % 10)
+        u //= 10
+        if u == 0:
+            return end

@@ -62,17 +62,6 @@ cdef Py_ssize_t DEPTH_LIMIT = _jsontext_python.JSON_DEPTH_LIMIT  # deeper: the P
 cdef int F_NUL = _jsontext_python.F_NUL  # the decoder flag of U+0000 in some text
 
 
-cdef enum:
-    INLINE_CAPACITY = 4096  # most states' text fits: no heap buffer
-
-
-cdef struct Buffer:
-    char* data            # inline, until the text outgrows it
-    Py_ssize_t size
-    Py_ssize_t capacity
-    char inline[INLINE_CAPACITY]
-
-
 cdef int _grow(Buffer* out, Py_ssize_t extra) noexcept nogil:
     """Room for extra more bytes; -1 when memory runs out (the C allocator: no GIL needed)."""
     cdef Py_ssize_t want = out.size + extra
@@ -93,28 +82,6 @@ cdef int _grow(Buffer* out, Py_ssize_t extra) noexcept nogil:
         return -1
     out.data = grown
     out.capacity = capacity
-    return 0
-
-
-cdef inline int _reserve(Buffer* out, Py_ssize_t extra) except -1:
-    if _grow(out, extra) < 0:
-        raise MemoryError()
-    return 0
-
-
-cdef inline int _write(Buffer* out, const char* text, Py_ssize_t n) except -1:
-    if out.size + n > out.capacity:
-        _reserve(out, n)
-    memcpy(out.data + out.size, text, n)
-    out.size += n
-    return 0
-
-
-cdef inline int _write_char(Buffer* out, char c) except -1:
-    if out.size + 1 > out.capacity:
-        _reserve(out, 1)
-    out.data[out.size] = c
-    out.size += 1
     return 0
 
 
@@ -220,16 +187,6 @@ cdef inline int _write_string(Buffer* out, str s) except -1:
     cdef Py_ssize_t n
     cdef const unsigned char* p = <const unsigned char*>PyUnicode_AsUTF8AndSize(s, &n)
     return _write_utf8(out, p, n)
-
-
-cdef inline char* _digits_before(char* end, unsigned long long u) noexcept:
-    """Write the decimal digits of u just before end; where they start."""
-    while True:
-        end -= 1
-        end[0] = <char>(48 + u % 10)
-        u //= 10
-        if u == 0:
-            return end
 
 
 cdef int _write_int(Buffer* out, object v) except -1:

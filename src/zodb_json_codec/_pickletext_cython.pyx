@@ -1,0 +1,643 @@
+# cython: language_level=3, embedsignature=True
+# cython: boundscheck=False, wraparound=False, cdivision=True
+"""The store path's direct lane: a state pickle of plain values straight to PostgreSQL JSON text.
+
+``decode_zodb_record_for_pg_json`` (Cython twin) tries this first.  A state
+pickle made only of dicts with text keys, lists, tuples, text, bytes, ints of
+64 bits, finite floats, booleans and None is read into a tree of C nodes (text
+and bytes stay in the pickle, as offsets) and written as JSON text from
+there: no Python object is made but the text.  Anything else (a reference, a
+class, a call, a dict key starting with ``@``, a duplicate key, text that is
+not valid UTF-8 or holds U+0000, a float that needs a marker or an exponent,
+a container fetched from the memo, deep nesting, any error) makes
+``plain_state_text`` answer None, and the decoder reads the record the usual
+way, which decides everything the lane leaves alone.  For what the lane takes,
+the Python twin's output is the definition (``tests/test_twins.py``).
+"""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from libc.math cimport fabs, isfinite, signbit
+from libc.stdint cimport int64_t, uint64_t
+from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memcmp, memcpy
+
+from ._jsontext_cython cimport (INLINE_CAPACITY, Buffer, _digits_before, _reserve, _text, _write, _write_char,
+                                _write_float, _write_utf8, clean_utf8)
+from ._opcodes cimport Opcode as Op
+
+
+cdef enum Kind:
+    K_TEXT
+    K_BYTES
+    K_INT
+    K_FLOAT
+    K_TRUE
+    K_FALSE
+    K_NULL
+    K_DICT    # children: key, value, key, value...
+    K_LIST
+    K_TUPLE
+
+
+cdef struct Node:
+    Kind kind
+    Py_ssize_t start     # K_TEXT, K_BYTES: offset in the pickle; containers: first child, or -1
+    Py_ssize_t size      # K_TEXT, K_BYTES: bytes; containers: children
+    Py_ssize_t last      # containers: last child
+    Py_ssize_t next      # next sibling, or -1
+    int64_t integer
+    double number
+
+
+cdef enum:
+    MAX_LANE_DEPTH = 100     # deeper states take the usual way (its limit is 1000; no deep C recursion here)
+    INLINE_NODES = 64
+    INLINE_SLOTS = 64        # stack, marks and memo entries
+    MAX_MEMO_INDEX = 1 << 16  # a LONG_BINPUT beyond: the usual way
+    SMALL_DICT = 8           # up to this many keys, duplicates are found by comparing every pair
+
+
+cdef struct Slots:  # a growable array of indices (the stack, the marks, the memo), inline while small
+    Py_ssize_t* items
+    Py_ssize_t count
+    Py_ssize_t capacity
+    Py_ssize_t inline[INLINE_SLOTS]
+
+
+cdef struct Lane:
+    const unsigned char* p
+    Py_ssize_t end
+    Node* nodes
+    Py_ssize_t node_count
+    Py_ssize_t node_capacity
+    Slots stack
+    Slots marks
+    Slots memo               # node index by memo index; -1: not this pickle's (the class pickle's, or unset)
+    Node inline_nodes[INLINE_NODES]
+
+
+cdef inline void _init_slots(Slots* s) noexcept nogil:
+    s.items = s.inline
+    s.count = 0
+    s.capacity = INLINE_SLOTS
+
+
+cdef inline void _free_slots(Slots* s) noexcept nogil:
+    if s.items != s.inline:
+        free(s.items)
+
+
+cdef int _room(Slots* s, Py_ssize_t want) noexcept nogil:
+    """Capacity for want items; -1 when memory runs out."""
+    cdef Py_ssize_t capacity = s.capacity
+    cdef Py_ssize_t* grown
+    while capacity < want:
+        capacity *= 2
+    if s.items == s.inline:
+        grown = <Py_ssize_t*>malloc(capacity * sizeof(Py_ssize_t))
+        if grown != NULL:
+            memcpy(grown, s.inline, s.count * sizeof(Py_ssize_t))
+    else:
+        grown = <Py_ssize_t*>realloc(s.items, capacity * sizeof(Py_ssize_t))
+    if grown == NULL:
+        return -1
+    s.items = grown
+    s.capacity = capacity
+    return 0
+
+
+cdef inline int _push_slot(Slots* s, Py_ssize_t value) noexcept nogil:
+    if s.count == s.capacity and _room(s, s.count + 1) < 0:
+        return -1
+    s.items[s.count] = value
+    s.count += 1
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# Reading the pickle into nodes.  Every reader returns the position after its
+# opcode's argument, or -1: not for the lane.
+# ---------------------------------------------------------------------------
+
+cdef Py_ssize_t _alloc_node(Lane* lane, Kind kind) noexcept nogil:
+    """A new node, not on the stack; its index, or -1."""
+    cdef Py_ssize_t i = lane.node_count, capacity
+    cdef Node* grown
+    if i == lane.node_capacity:
+        capacity = 2 * lane.node_capacity
+        if lane.nodes == lane.inline_nodes:
+            grown = <Node*>malloc(capacity * sizeof(Node))
+            if grown != NULL:
+                memcpy(grown, lane.inline_nodes, i * sizeof(Node))
+        else:
+            grown = <Node*>realloc(lane.nodes, capacity * sizeof(Node))
+        if grown == NULL:
+            return -1
+        lane.nodes = grown
+        lane.node_capacity = capacity
+    lane.node_count = i + 1
+    lane.nodes[i].kind = kind
+    lane.nodes[i].start = -1
+    lane.nodes[i].size = 0
+    lane.nodes[i].next = -1
+    return i
+
+
+cdef inline Py_ssize_t _new_node(Lane* lane, Kind kind) noexcept nogil:
+    """A new node pushed on the stack; its index, or -1."""
+    cdef Py_ssize_t i = _alloc_node(lane, kind)
+    if i < 0 or _push_slot(&lane.stack, i) < 0:
+        return -1
+    return i
+
+
+cdef inline Py_ssize_t _fence(Lane* lane) noexcept nogil:
+    """The stack height at the innermost MARK: what an opcode may pop down to."""
+    return lane.marks.items[lane.marks.count - 1] if lane.marks.count else 0
+
+
+cdef inline void _adopt(Lane* lane, Py_ssize_t parent, Py_ssize_t child) noexcept nogil:
+    cdef Node* node = &lane.nodes[parent]
+    if node.start < 0:
+        node.start = child
+    else:
+        lane.nodes[node.last].next = child
+    node.last = child
+    node.size += 1
+    lane.nodes[child].next = -1
+
+
+cdef inline bint _plain_ascii(const unsigned char* p, Py_ssize_t n) noexcept nogil:
+    """No byte is 0 or above 127 (ASCII without U+0000)."""
+    cdef uint64_t word, ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL
+    cdef Py_ssize_t i = 0
+    while i + 8 <= n:
+        memcpy(&word, p + i, 8)
+        if (word | ((word - ones) & ~word)) & highs:
+            return False
+        i += 8
+    while i < n:
+        if p[i] == 0 or p[i] > 127:
+            return False
+        i += 1
+    return True
+
+
+cdef Py_ssize_t _read_text(Lane* lane, Py_ssize_t pos, Py_ssize_t n) noexcept nogil:
+    """A K_TEXT node of the n bytes at pos, checked when written (most bail-outs come before)."""
+    cdef Py_ssize_t i
+    if n > lane.end - pos:
+        return -1
+    i = _new_node(lane, K_TEXT)
+    if i < 0:
+        return -1
+    lane.nodes[i].start = pos
+    lane.nodes[i].size = n
+    return pos + n
+
+
+cdef Py_ssize_t _read_bytes(Lane* lane, Py_ssize_t pos, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    if n > lane.end - pos:
+        return -1
+    i = _new_node(lane, K_BYTES)
+    if i < 0:
+        return -1
+    lane.nodes[i].start = pos
+    lane.nodes[i].size = n
+    return pos + n
+
+
+cdef inline uint64_t _le(const unsigned char* p, int width) noexcept nogil:
+    cdef uint64_t v = 0
+    cdef int i
+    for i in range(width - 1, -1, -1):
+        v = (v << 8) | p[i]
+    return v
+
+
+cdef Py_ssize_t _read_int(Lane* lane, Py_ssize_t pos, int width, bint signed) noexcept nogil:
+    """An K_INT node of the width-byte little-endian integer at pos (LONG1's two's complement when signed)."""
+    cdef uint64_t u
+    cdef Py_ssize_t i
+    if width > lane.end - pos:
+        return -1
+    u = _le(lane.p + pos, width)
+    if signed and 0 < width < 8 and (u >> (8 * width - 1)) & 1:
+        u |= ~0ULL << (8 * width)  # sign-extend
+    i = _new_node(lane, K_INT)
+    if i < 0:
+        return -1
+    lane.nodes[i].integer = <int64_t>u
+    return pos + width
+
+
+cdef Py_ssize_t _read_float(Lane* lane, Py_ssize_t pos) noexcept nogil:
+    """A K_FLOAT node of BINFLOAT's big-endian double, if repr spells it positionally and JSON holds it:
+    finite, not -0.0, 1e-4 <= |x| < 1e16 or 0.0 (the rest takes the decoder's flags and markers)."""
+    cdef uint64_t bits = 0
+    cdef double x, ax
+    cdef int k
+    cdef Py_ssize_t i
+    if 8 > lane.end - pos:
+        return -1
+    for k in range(8):
+        bits = (bits << 8) | lane.p[pos + k]
+    memcpy(&x, &bits, 8)
+    ax = fabs(x)
+    if not isfinite(x) or (x == 0.0 and signbit(x)) or (ax != 0.0 and not (1e-4 <= ax < 1e16)):
+        return -1
+    i = _new_node(lane, K_FLOAT)
+    if i < 0:
+        return -1
+    lane.nodes[i].number = x
+    return pos + 8
+
+
+cdef int _fill(Lane* lane, Kind kind, Py_ssize_t from_slot) noexcept nogil:
+    """The stack items from from_slot up become the children of a new node of kind, pushed in their place."""
+    cdef Py_ssize_t i = _alloc_node(lane, kind), j
+    if i < 0:
+        return -1
+    for j in range(from_slot, lane.stack.count):
+        _adopt(lane, i, lane.stack.items[j])
+    lane.stack.count = from_slot
+    return _push_slot(&lane.stack, i)
+
+
+cdef inline Py_ssize_t _pop_mark(Lane* lane) noexcept nogil:
+    """The stack height at the innermost MARK, which is dropped; -1 without one."""
+    if lane.marks.count == 0:
+        return -1
+    lane.marks.count -= 1
+    return lane.marks.items[lane.marks.count]
+
+
+cdef int _add_children(Lane* lane, Kind kind, Py_ssize_t target_slot, Py_ssize_t from_slot) noexcept nogil:
+    """SETITEM(S), APPEND(S): stack[from_slot:] added to the container of kind at stack[target_slot]."""
+    cdef Py_ssize_t target, j
+    if target_slot < 0 or target_slot < _fence(lane) or from_slot > lane.stack.count:
+        return -1
+    target = lane.stack.items[target_slot]
+    if lane.nodes[target].kind != kind or (kind == K_DICT and (lane.stack.count - from_slot) % 2):
+        return -1
+    for j in range(from_slot, lane.stack.count):
+        _adopt(lane, target, lane.stack.items[j])
+    lane.stack.count = from_slot
+    return 0
+
+
+cdef int _memo_put(Lane* lane, Py_ssize_t index) noexcept nogil:
+    """BINPUT, LONG_BINPUT: the top of the stack is memo entry index."""
+    if lane.stack.count <= _fence(lane) or index > MAX_MEMO_INDEX:
+        return -1
+    if index >= lane.memo.count:
+        if index >= lane.memo.capacity and _room(&lane.memo, index + 1) < 0:
+            return -1
+        while lane.memo.count <= index:
+            lane.memo.items[lane.memo.count] = -1
+            lane.memo.count += 1
+    lane.memo.items[index] = lane.stack.items[lane.stack.count - 1]
+    return 0
+
+
+cdef int _memo_get(Lane* lane, Py_ssize_t index) noexcept nogil:
+    """BINGET, LONG_BINGET of a scalar this pickle put: a copy of its node (one parent each).  A container
+    would be shared, and an entry of the class pickle is the class: the usual way."""
+    cdef Py_ssize_t source, i
+    if index >= lane.memo.count or lane.memo.items[index] < 0:
+        return -1
+    source = lane.memo.items[index]
+    if lane.nodes[source].kind >= K_DICT:
+        return -1
+    i = _new_node(lane, lane.nodes[source].kind)
+    if i < 0:
+        return -1
+    lane.nodes[i] = lane.nodes[source]
+    lane.nodes[i].next = -1
+    return 0
+
+
+cdef Py_ssize_t _read_state(Lane* lane, Py_ssize_t pos) noexcept nogil:
+    """The root node of the pickle at pos, or -1: something the lane does not take."""
+    cdef const unsigned char* p = lane.p
+    cdef Py_ssize_t end = lane.end, n = 0, m
+    cdef unsigned char op
+    while 0 <= pos < end:
+        op = p[pos]
+        pos += 1
+        if op == Op.SHORT_BINUNICODE or op == Op.SHORT_BINBYTES or op == Op.BINPUT or op == Op.BINGET \
+                or op == Op.LONG1 or op == Op.PROTO:
+            if pos >= end:
+                return -1
+            n = p[pos]  # a one-byte argument
+            pos += 1
+        elif op == Op.BINUNICODE or op == Op.BINBYTES or op == Op.LONG_BINPUT or op == Op.LONG_BINGET:
+            if end - pos < 4:
+                return -1
+            n = <Py_ssize_t>_le(p + pos, 4)  # a four-byte argument
+            pos += 4
+        if op == Op.SHORT_BINUNICODE or op == Op.BINUNICODE:
+            pos = _read_text(lane, pos, n)
+        elif op == Op.BINPUT or op == Op.LONG_BINPUT:
+            if _memo_put(lane, n) < 0:
+                return -1
+        elif op == Op.BINGET or op == Op.LONG_BINGET:
+            if _memo_get(lane, n) < 0:
+                return -1
+        elif op == Op.MARK:
+            if _push_slot(&lane.marks, lane.stack.count) < 0:
+                return -1
+        elif op == Op.EMPTY_DICT:
+            if _new_node(lane, K_DICT) < 0:
+                return -1
+        elif op == Op.EMPTY_LIST:
+            if _new_node(lane, K_LIST) < 0:
+                return -1
+        elif op == Op.EMPTY_TUPLE:
+            if _new_node(lane, K_TUPLE) < 0:
+                return -1
+        elif op == Op.SETITEMS or op == Op.APPENDS:
+            m = _pop_mark(lane)
+            if _add_children(lane, K_DICT if op == Op.SETITEMS else K_LIST, m - 1, m) < 0:
+                return -1
+        elif op == Op.SETITEM:
+            if _add_children(lane, K_DICT, lane.stack.count - 3, lane.stack.count - 2) < 0:
+                return -1
+        elif op == Op.APPEND:
+            if _add_children(lane, K_LIST, lane.stack.count - 2, lane.stack.count - 1) < 0:
+                return -1
+        elif op == Op.TUPLE:
+            m = _pop_mark(lane)
+            if m < 0 or _fill(lane, K_TUPLE, m) < 0:
+                return -1
+        elif op == Op.TUPLE1 or op == Op.TUPLE2 or op == Op.TUPLE3:
+            m = lane.stack.count - (op - Op.TUPLE1 + 1)
+            if m < _fence(lane) or _fill(lane, K_TUPLE, m) < 0:
+                return -1
+        elif op == Op.BININT:
+            pos = _read_int(lane, pos, 4, True)
+        elif op == Op.BININT1:
+            pos = _read_int(lane, pos, 1, False)
+        elif op == Op.BININT2:
+            pos = _read_int(lane, pos, 2, False)
+        elif op == Op.LONG1:
+            pos = _read_int(lane, pos, <int>n, True) if n <= 8 else -1  # wider: beyond 64 bits, or may be
+        elif op == Op.BINFLOAT:
+            pos = _read_float(lane, pos)
+        elif op == Op.SHORT_BINBYTES or op == Op.BINBYTES:
+            pos = _read_bytes(lane, pos, n)
+        elif op == Op.NONE or op == Op.NEWTRUE or op == Op.NEWFALSE:
+            if _new_node(lane, K_NULL if op == Op.NONE else K_TRUE if op == Op.NEWTRUE else K_FALSE) < 0:
+                return -1
+        elif op == Op.PROTO:
+            if n > 5:
+                return -1
+        elif op == Op.STOP:
+            if lane.marks.count or lane.stack.count != 1:
+                return -1
+            return lane.stack.items[0]
+        else:
+            return -1
+    return -1
+
+
+# ---------------------------------------------------------------------------
+# Writing the nodes as JSON text
+# ---------------------------------------------------------------------------
+
+cdef const char* B64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+
+cdef int _write_base64(Buffer* out, const unsigned char* p, Py_ssize_t n) except -1:
+    """{"@b": "<base64>"}, padded as base64.b64encode pads."""
+    cdef Py_ssize_t i = 0
+    cdef unsigned int v
+    cdef char* o
+    _write(out, b'{"@b":"', 7)
+    _reserve(out, (n + 2) // 3 * 4 + 2)
+    o = out.data + out.size
+    while i + 3 <= n:
+        v = (<unsigned int>p[i] << 16) | (<unsigned int>p[i + 1] << 8) | p[i + 2]
+        o[0] = B64[v >> 18]
+        o[1] = B64[(v >> 12) & 63]
+        o[2] = B64[(v >> 6) & 63]
+        o[3] = B64[v & 63]
+        o += 4
+        i += 3
+    if i < n:
+        v = (<unsigned int>p[i] << 16) | ((<unsigned int>p[i + 1] << 8) if i + 1 < n else 0)
+        o[0] = B64[v >> 18]
+        o[1] = B64[(v >> 12) & 63]
+        o[2] = B64[(v >> 6) & 63] if i + 1 < n else 61  # =
+        o[3] = 61
+        o += 4
+    out.size = o - out.data
+    return _write(out, b'"}', 2)
+
+
+cdef int _write_int64(Buffer* out, int64_t x) except -1:
+    cdef char digits[24]
+    cdef unsigned long long u = <unsigned long long>(-(x + 1)) + 1 if x < 0 else <unsigned long long>x
+    cdef int i = <int>(_digits_before(digits + 24, u) - digits)
+    if x < 0:
+        i -= 1
+        digits[i] = 45  # -
+    return _write(out, digits + i, 24 - i)
+
+
+cdef inline uint64_t _key_hash(const unsigned char* p, Py_ssize_t n) noexcept nogil:
+    """A hash of a key's bytes for finding duplicates: its length, first and last 8 bytes."""
+    cdef uint64_t head = 0, tail = 0, h
+    cdef Py_ssize_t k = n if n < 8 else 8
+    memcpy(&head, p, k)
+    memcpy(&tail, p + n - k, k)
+    h = (head * 0x9E3779B97F4A7C15ULL) ^ (tail * 0xC2B2AE3D27D4EB4FULL) ^ <uint64_t>n
+    return h ^ (h >> 29) ^ (h >> 47)
+
+
+cdef inline bint _same_key(Lane* lane, Py_ssize_t a, Py_ssize_t b) noexcept nogil:
+    cdef Node* x = &lane.nodes[a]
+    cdef Node* y = &lane.nodes[b]
+    return x.size == y.size and memcmp(lane.p + x.start, lane.p + y.start, x.size) == 0
+
+
+cdef int _has_duplicate_key(Lane* lane, Node* d) noexcept nogil:
+    """Does the dict repeat a key (its value would replace the first one's, in its place)?  1, 0, or -1 when
+    memory runs out."""
+    cdef Py_ssize_t keys[SMALL_DICT]
+    cdef Py_ssize_t count = 0, k, j, capacity = 16, mask, slot
+    cdef Py_ssize_t* table
+    cdef Py_ssize_t i = d.start
+    if d.size <= 2 * SMALL_DICT:
+        while i >= 0:
+            for j in range(count):
+                if _same_key(lane, keys[j], i):
+                    return 1
+            keys[count] = i
+            count += 1
+            i = lane.nodes[lane.nodes[i].next].next
+        return 0
+    while capacity < d.size:  # at least twice the keys
+        capacity *= 2
+    table = <Py_ssize_t*>malloc(capacity * sizeof(Py_ssize_t))
+    if table == NULL:
+        return -1
+    for j in range(capacity):
+        table[j] = -1
+    mask = capacity - 1
+    try:
+        while i >= 0:
+            slot = <Py_ssize_t>(_key_hash(lane.p + lane.nodes[i].start, lane.nodes[i].size) & <uint64_t>mask)
+            while table[slot] >= 0:
+                if _same_key(lane, table[slot], i):
+                    return 1
+                slot = (slot + 1) & mask
+            table[slot] = i
+            i = lane.nodes[lane.nodes[i].next].next
+        return 0
+    finally:
+        free(table)
+
+
+cdef bint _plain_keys(Lane* lane, Node* d) except -1:
+    """Are the dict's keys text the rules need not look at: none starting with "@" (a marker, an escaped
+    key), none repeated?"""
+    cdef Py_ssize_t i = d.start
+    cdef int duplicate
+    while i >= 0:
+        if lane.nodes[i].kind != K_TEXT or (lane.nodes[i].size and lane.p[lane.nodes[i].start] == 64):  # @
+            return False
+        i = lane.nodes[lane.nodes[i].next].next
+    duplicate = _has_duplicate_key(lane, d)
+    if duplicate < 0:
+        raise MemoryError()
+    return not duplicate
+
+
+cdef int _write_node(Lane* lane, Buffer* out, Py_ssize_t i, int depth) except -1:
+    """Write node i as JSON text; 1: not for the lane after all (a key the rules look at, too deep)."""
+    cdef Node* node = &lane.nodes[i]
+    cdef Kind kind = node.kind
+    cdef Py_ssize_t child
+    cdef bint first = True
+    if kind == K_TEXT:  # valid UTF-8 without U+0000 only (else @ns, @su or an error)
+        if not _plain_ascii(lane.p + node.start, node.size) and not clean_utf8(lane.p + node.start, node.size):
+            return 1
+        return _write_utf8(out, lane.p + node.start, node.size)
+    if kind == K_INT:
+        return _write_int64(out, node.integer)
+    if kind == K_FLOAT:
+        return _write_float(out, node.number)
+    if kind == K_BYTES:
+        return _write_base64(out, lane.p + node.start, node.size)
+    if kind == K_NULL:
+        return _write(out, b"null", 4)
+    if kind == K_TRUE:
+        return _write(out, b"true", 4)
+    if kind == K_FALSE:
+        return _write(out, b"false", 5)
+    if depth >= MAX_LANE_DEPTH or (kind == K_DICT and not _plain_keys(lane, node)):
+        return 1
+    if kind == K_DICT:
+        _write_char(out, 123)  # {
+    elif kind == K_LIST:
+        _write_char(out, 91)  # [
+    else:
+        _write(out, b'{"@t":[', 7)
+    child = node.start
+    while child >= 0:
+        if not first:
+            _write_char(out, 44)  # ,
+        first = False
+        if _write_node(lane, out, child, depth + 1):
+            return 1
+        child = lane.nodes[child].next
+        if kind == K_DICT:  # the value after its key
+            _write_char(out, 58)  # :
+            if _write_node(lane, out, child, depth + 1):
+                return 1
+            child = lane.nodes[child].next
+    if kind == K_DICT:
+        return _write_char(out, 125)  # }
+    if kind == K_LIST:
+        return _write_char(out, 93)  # ]
+    return _write(out, b"]}", 2)
+
+
+# ---------------------------------------------------------------------------
+# The entry point
+# ---------------------------------------------------------------------------
+
+# Records of one class mostly have states of one shape: after the lane declines a record, the next
+# SKIPS_AFTER_DECLINE records of its class go the usual way at once, without the walk that would end in
+# declining them too (1,761 instructions a wikipedia record, whose states hold datetimes).  Classes are
+# told apart by a hash of the class pickle's bytes, in a table of DECLINE_SLOTS entries: a collision only
+# sends a record the usual way, which gives the same text.
+cdef enum:
+    DECLINE_SLOTS = 256
+    SKIPS_AFTER_DECLINE = 15
+
+cdef uint64_t _declined_class[DECLINE_SLOTS]
+cdef unsigned char _skips_left[DECLINE_SLOTS]
+
+
+cdef inline uint64_t _class_hash(const unsigned char* p, Py_ssize_t n) noexcept nogil:
+    """A hash of the class pickle's n bytes, 8 at a time."""
+    cdef uint64_t h = <uint64_t>n * 0x9E3779B97F4A7C15ULL, word
+    cdef Py_ssize_t i = 0
+    while i < n:
+        word = 0
+        memcpy(&word, p + i, 8 if n - i >= 8 else n - i)
+        h = (h ^ word) * 0xC2B2AE3D27D4EB4FULL
+        h ^= h >> 31
+        i += 8
+    return h
+
+
+cdef object plain_state_text(bytes data, Py_ssize_t pos):
+    """The PostgreSQL JSON text of the state pickle at pos in a record, or None: not for the lane (or a
+    record of a class whose states the lane declined just before)."""
+    cdef uint64_t klass = _class_hash(<const unsigned char*>PyBytes_AS_STRING(data), pos)
+    cdef Py_ssize_t slot = <Py_ssize_t>(klass % DECLINE_SLOTS)
+    if _declined_class[slot] == klass and _skips_left[slot]:
+        _skips_left[slot] -= 1
+        return None
+    text = lane_text(data, pos)
+    if text is None:
+        _declined_class[slot] = klass
+        _skips_left[slot] = SKIPS_AFTER_DECLINE
+    elif _declined_class[slot] == klass:
+        _skips_left[slot] = 0
+    return text
+
+
+cdef object lane_text(bytes data, Py_ssize_t pos):
+    """plain_state_text, always walking the state (the tests call this)."""
+    cdef Lane lane
+    cdef Buffer out
+    cdef Py_ssize_t root
+    lane.p = <const unsigned char*>PyBytes_AS_STRING(data)
+    lane.end = PyBytes_GET_SIZE(data)
+    lane.nodes = lane.inline_nodes
+    lane.node_count = 0
+    lane.node_capacity = INLINE_NODES
+    _init_slots(&lane.stack)
+    _init_slots(&lane.marks)
+    _init_slots(&lane.memo)
+    out.data = out.inline
+    out.size = 0
+    out.capacity = INLINE_CAPACITY
+    try:
+        root = _read_state(&lane, pos)
+        if root < 0 or _write_node(&lane, &out, root, 0):
+            return None
+        return _text(&out)
+    finally:
+        if out.data != out.inline:
+            free(out.data)
+        if lane.nodes != lane.inline_nodes:
+            free(lane.nodes)
+        _free_slots(&lane.stack)
+        _free_slots(&lane.marks)
+        _free_slots(&lane.memo)
