@@ -1,5 +1,6 @@
-"""The Cython twin's direct lane for decode_zodb_record_for_pg_json: state pickles of plain values
-written as JSON text straight from the pickle bytes (_pickletext_cython).
+"""The Cython twin's direct lane for decode_zodb_record_for_pg_json: state pickles of plain values,
+references, BTree states, the usual known types and plain objects written as JSON text straight from
+the pickle bytes (_pickletext_cython).
 
 The lane answers only for what it is sure of and leaves everything else to
 the decoder.  So two things are checked: what it takes, it writes exactly as
@@ -12,16 +13,21 @@ while the whole function still gives the Python twin's outcome.
 
 from __future__ import annotations
 
+import datetime
+import decimal
+import io
 import math
 import pickle
 import struct
+import uuid
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import record
+from helpers import Ref, record, ref_pid
+from zodbapp import AttrDict, Keyed, Plain
 from strictcompare import outcome
 from twinloader import load_twin
 
@@ -37,7 +43,12 @@ def twins():
 
 
 def zodb_record(state: Any, protocol: int = 3) -> bytes:
-    return ZODB_CLASS + pickle.dumps(state, protocol)
+    """ZODB_CLASS and the state pickle, a Ref written as its persistent id."""
+    out = io.BytesIO()
+    pickler = pickle.Pickler(out, protocol)
+    pickler.persistent_id = ref_pid
+    pickler.dump(state)
+    return ZODB_CLASS + out.getvalue()
 
 
 def lane_and_python(twins, data: bytes):
@@ -67,6 +78,27 @@ plain_values = st.recursive(
                                st.dictionaries(plain_keys, children, max_size=5)),
     max_leaves=24)
 
+# The known types and objects the lane writes itself, and references.
+OIDS = st.binary(min_size=8, max_size=8)
+fixed_offsets = st.builds(  # strictly within a day either way
+    lambda s, us: datetime.timezone(datetime.timedelta(seconds=s, microseconds=us)),
+    st.integers(-86399, 86398), st.sampled_from([0, 1, 999999]))
+known_leaves = st.one_of(
+    st.datetimes(), st.datetimes(timezones=fixed_offsets), st.dates(), st.timedeltas(),
+    st.decimals(), st.sampled_from([decimal.Decimal("NaN"), decimal.Decimal("-Infinity"), decimal.Decimal("1E+7")]),
+    st.uuids(), st.sampled_from([uuid.UUID(int=0), uuid.UUID(int=2 ** 63 - 1), uuid.UUID(int=2 ** 63),
+                                 uuid.UUID(int=2 ** 128 - 1), uuid.UUID(int=2 ** 127)]),
+    st.frozensets(plain_texts, max_size=3), st.sets(st.integers(*INT64), max_size=3),
+    st.builds(Ref, st.builds(lambda oid: (oid, None), OIDS)),
+    st.builds(Ref, st.builds(lambda oid, k: (oid, k), OIDS, st.sampled_from([Plain, AttrDict, Keyed]))),
+)
+rich_values = st.recursive(
+    st.one_of(plain_leaves, known_leaves),
+    lambda children: st.one_of(st.lists(children, max_size=4), st.lists(children, max_size=3).map(tuple),
+                               st.dictionaries(plain_keys, children, max_size=4),
+                               st.builds(lambda d: Plain(**d), st.dictionaries(st.sampled_from("abc"), children, min_size=1))),
+    max_leaves=16)
+
 
 @settings(max_examples=300, deadline=None)
 @given(state=plain_values)
@@ -78,11 +110,24 @@ def test_the_lane_takes_plain_states_and_writes_the_python_twins_text(twins, sta
         assert ("ok", lane) == expected
 
 
+@settings(max_examples=300, deadline=None)
+@given(state=rich_values)
+def test_the_lane_takes_references_known_types_and_objects(twins, state):
+    """References (oid, class) and (oid, None), datetimes naive or with a fixed offset, dates,
+    timedeltas, Decimals, sets, frozensets, UUIDs and objects made by NEWOBJ then BUILD."""
+    data = zodb_record(state)
+    lane, expected = lane_and_python(twins, data)
+    assert lane is not None, f"declined: {data!r}"
+    assert ("ok", lane) == expected
+
+
 @pytest.mark.parametrize("state", [
     {}, [], (), None, True, 0, -1, 255, 256, 65535, 65536, 2 ** 31 - 1, -(2 ** 31), 2 ** 31, *INT64, 0.0,
     1e-4, 1e16 - 2, "", "x" * 5000, "é" * 5000, b"", b"\x00", b"\xff\xfe", b"abc", b"abcd", b"x" * 300,
     {"a": {"b": {"c": [1, (2, 3), {"d": None}]}}}, {"k%d" % i: i for i in range(1000)},
     ["shared text"] * 3,  # one string, memoized once and fetched twice
+    Keyed(1),  # NEWOBJ with arguments (__getnewargs__), then BUILD: {"@args": ..., "@state": ...}
+    [uuid.UUID(int=7)] * 2, [(1, "a")] * 2, [Plain(a=1)] * 2, [datetime.date(2020, 1, 2)] * 2,  # fetched again
 ])
 def test_the_lane_takes_each_plain_value(twins, state):
     lane, expected = lane_and_python(twins, zodb_record(state))
@@ -111,11 +156,29 @@ SHARED = [1, 2]
     float("nan"), float("inf"), -float("inf"), -0.0, 1e16, 1e-5, 5e-324, [1e300],  # @f, exponents
     2 ** 63, -(2 ** 63) - 1, 2 ** 200,                          # @bi
     [SHARED, SHARED],                                           # a container fetched from the memo
-    {1, 2}, frozenset(), bytearray(b"x"), 1j,                  # calls
+    bytearray(b"x"), 1j, datetime.time(1, 2), Plain,            # calls the decoder writes, a class
+    datetime.datetime(2020, 1, 1, tzinfo=datetime.timezone.utc).astimezone(
+        datetime.timezone(datetime.timedelta(hours=23, minutes=59))).replace(
+        tzinfo=__import__("zoneinfo").ZoneInfo("Europe/Vienna")),  # a zone: @tz
+    Ref(b"\x00" * 7), Ref((b"\x00" * 7, None)), Ref((b"\x00" * 8, Plain.__mro__[0].__name__)),  # other ids
+    AttrDict(a=1),                                              # a dict subclass's items
+    uuid.UUID(int=5).__reduce_ex__(2)[0],                       # a class as a value
 ])
 def test_the_lane_declines_what_the_rules_decide(twins, state):
     lane, expected = lane_and_python(twins, zodb_record(state))
     assert lane is None
+
+
+def _self_holding() -> Plain:
+    obj = Plain()
+    obj.me = obj
+    return obj
+
+
+def test_an_object_holding_itself_is_left_to_the_decoder(twins):
+    """Its state GETs it before BUILD: a cycle, which the decoder writes as @pkl."""
+    lane, expected = lane_and_python(twins, zodb_record(_self_holding()))
+    assert lane is None and "@pkl" in expected[1][2]
 
 
 def test_the_lane_declines_deep_states(twins):
@@ -171,14 +234,52 @@ def test_hand_made_state_pickles(twins, state_pickle):
         assert lane[2] == "-1"
 
 
-def test_btree_classes_are_left_to_the_decoder(twins):
-    """Their states are flattened (@kv, @ks...)."""
-    data = b"\x80\x03cBTrees.OOBTree\nOOBucket\nq\x00." + pickle.dumps((("a", 1),), 3)
+BUCKET = (("a", 1, "b", 2),)
+SET = (("a", "b"),)
+
+
+@pytest.mark.parametrize("klass, state, taken", [
+    ("BTrees.OOBTree\nOOBucket", BUCKET, True),
+    ("BTrees.OOBTree\nOOBucket", (BUCKET[0], Ref((b"\x00" * 7 + b"\x09", None))), True),  # @next
+    ("BTrees.OOBTree\nOOSet", SET, True),
+    ("BTrees.OOBTree\nOOTreeSet", ((SET,),), True),
+    ("BTrees.OOBTree\nOOBTree", ((BUCKET,),), True),                          # one bucket, inline
+    ("BTrees.OOBTree\nOOBTree", ((Ref((b"\x00" * 8, None)), "m", Ref((b"\x01" * 8, None))),
+                                 Ref((b"\x00" * 8, None))), True),            # @children, @first
+    ("BTrees.OOBTree\nOOBTree", None, True),
+    ("BTrees.OOBTree\nOOBucket", (("a", 1, "b"),), False),                   # odd: the generic form
+    ("BTrees.OOBTree\nOOBTree", (("a", "b"), None), False),                  # children without a reference
+    ("BTrees.OOBTree\nOOBTree", {"not": "a tree"}, False),
+    ("BTrees.Length\nLength", 7, True),                                      # not a BTree
+])
+def test_btree_states(twins, klass, state, taken):
+    """Flattened as docs/format.md's "BTrees" says (@kv, @ks, @next, @children, @first); other shapes
+    are the decoder's."""
+    data = b"\x80\x03c" + klass.encode() + b"\nq\x00." + zodb_record(state)[len(ZODB_CLASS):]
+    lane, expected = lane_and_python(twins, data)
+    assert (lane is not None) == taken
+    if taken:
+        assert ("ok", lane) == expected
+
+
+def test_references_to_the_records_own_class(twins):
+    """ZODB pickles both pickles with one memo: a reference to an object of the record's own class GETs
+    the class pickle's entry (memo 0), in both usual class forms."""
+    state = {"sibling": Ref((b"\x00" * 7 + b"\x05", Plain)), "other": Ref((b"\x00" * 7 + b"\x06", Plain))}
+    for klass in (Plain, ("zodbapp", "Plain")):
+        data = record(state, 3, klass=klass)
+        assert b"h\x00" in data[data.index(b".") + 1:] or klass is not Plain
+        lane, expected = lane_and_python(twins, data)
+        assert lane is not None and ("ok", lane) == expected
+        assert lane[3] == [5, 6]
+
+
+def test_a_class_named_with_a_dot_is_left_to_the_decoder(twins):
+    """Its reference is written in the verbose form ("module.Name" would split at the wrong dot)."""
+    state = {"x": Ref((b"\x00" * 8, Plain))}
+    data = record(state, 3).replace(b"zodbapp\nPlain\n", b"zodbapp\nPl.in\n")
     lane, expected = lane_and_python(twins, data)
     assert lane is None and expected[0] == "ok"
-    data = b"\x80\x03cBTrees.Length\nLength\nq\x00." + pickle.dumps(7, 3)
-    lane, expected = lane_and_python(twins, data)
-    assert ("ok", lane) == expected and lane[2] == "7"
 
 
 def test_other_class_pickles_are_left_to_the_decoder(twins):

@@ -28,6 +28,7 @@ from libc.string cimport memchr, memcmp, memcpy
 from libc.math cimport fabs, isinf, isnan, signbit
 
 from ._classnames cimport BTREE_FAMILY, BTREE_IS_MAP, BTREE_IS_TREE, btree_bits
+from ._datetext cimport date_state_text, datetime_state_text, offset_text
 from ._opcodes cimport *
 
 from . import _decode_known, _known
@@ -40,7 +41,7 @@ from ._decode_common import (
     persistent_ref, string_line, text_line, unicode_line,
 )
 from ._jsontext_cython cimport TextSpan, clean_utf8, materialized, pg_json_text, text_span
-from ._pickletext_cython cimport lane_text, plain_state_text
+from ._pickletext_cython cimport ClassPickle, lane_text, plain_state_text
 from ._jsontext_python import pretty_json_text, sanitize_for_pg
 
 cdef extern from "Python.h":
@@ -549,32 +550,6 @@ cdef object _pending_items(object v, _Context ctx, str module, str name):
     return _tuple_items(obj.args)
 
 
-cdef int _zero_padded(char* out, int64_t value, int width):
-    """Decimal digits of value >= 0, zero-padded to width (printf's %0*d); how many were written."""
-    cdef int n = 1, i
-    cdef int64_t rest = value
-    while rest >= 10:
-        rest //= 10
-        n += 1
-    if n < width:
-        n = width
-    rest = value
-    for i in range(n - 1, -1, -1):
-        out[i] = <char>(48 + rest % 10)
-        rest //= 10
-    return n
-
-
-cdef int _date_text(char* out, int year, int month, int day):
-    """YYYY-MM-DD (a longer year as Python's {:04d} writes it)."""
-    cdef int n = _zero_padded(out, year, 4)
-    out[n] = 45  # -
-    n += 1 + _zero_padded(out + n + 1, month, 2)
-    out[n] = 45
-    n += 1 + _zero_padded(out + n + 1, day, 2)
-    return n
-
-
 cdef object _fixed_offset(object tz, _Context ctx):
     """"+HH:MM" of timezone(timedelta(d, s, us)) as _decode_known._tz_marker writes it; None: no zone;
     _UNSURE: another zone shape."""
@@ -585,26 +560,12 @@ cdef object _fixed_offset(object tz, _Context ctx):
     if parts is None or len(<list>parts) != 3:
         return _UNSURE
     for x in <list>parts:
-        if type(x) is not int or not -1000000 < x < 1000000000:
+        if type(x) is not int or not -1000000 < x < 1000000000:  # as offset_field, for any int
             return _UNSURE
-    cdef int64_t total = ((<int64_t>parts[0]) * 86400 + <int64_t>parts[1]) * 1000000 + <int64_t>parts[2]
-    cdef int64_t a = -total if total < 0 else total
-    cdef int64_t seconds = a // 1000000, us = a % 1000000
-    cdef int64_t hours = seconds // 3600, rest = seconds % 3600
-    cdef int64_t minutes = rest // 60, secs = rest % 60
-    if hours >= 24:
-        return None  # not a valid datetime.timezone
     cdef char buf[32]
-    buf[0] = 43 if total >= 0 else 45  # + or -
-    cdef int n = 1 + _zero_padded(buf + 1, hours, 2)
-    buf[n] = 58  # :
-    n += 1 + _zero_padded(buf + n + 1, minutes, 2)
-    if secs or us:
-        buf[n] = 58
-        n += 1 + _zero_padded(buf + n + 1, secs, 2)
-    if us:
-        buf[n] = 46  # .
-        n += 1 + _zero_padded(buf + n + 1, us, 6)
+    cdef int n = offset_text(buf, <int64_t>parts[0], <int64_t>parts[1], <int64_t>parts[2])
+    if n < 0:
+        return None  # not a valid datetime.timezone
     return buf[:n].decode("ascii")
 
 
@@ -623,23 +584,10 @@ cdef object _datetime_marker(list items, _Context ctx):
     cdef int state = _state_bytes(items[0], raw, 10)
     if state != 1:
         return _UNSURE if state == -2 else None
-    cdef int year = raw[0] << 8 | raw[1]
-    cdef int month = raw[2], day = raw[3], hour = raw[4], minute = raw[5], second = raw[6]
-    cdef int us = raw[7] << 16 | raw[8] << 8 | raw[9]
-    if not (1 <= year and 1 <= month <= 12 and 1 <= day <= 31 and hour < 24 and minute < 60
-            and second < 60 and us < 1000000):
-        return None  # includes the protocol 4 fold bit (month >= 128): keep the raw bytes
     cdef char buf[40]
-    cdef int length = _date_text(buf, year, month, day)
-    buf[length] = 84  # T
-    length += 1 + _zero_padded(buf + length + 1, hour, 2)
-    buf[length] = 58  # :
-    length += 1 + _zero_padded(buf + length + 1, minute, 2)
-    buf[length] = 58
-    length += 1 + _zero_padded(buf + length + 1, second, 2)
-    if us:
-        buf[length] = 46  # .
-        length += 1 + _zero_padded(buf + length + 1, us, 6)
+    cdef int length = datetime_state_text(buf, raw)
+    if length < 0:
+        return None  # includes the protocol 4 fold bit (month >= 128): keep the raw bytes
     text = buf[:length].decode("ascii")
     if n == 1:
         return {"@dt": text}
@@ -658,11 +606,10 @@ cdef object _date_marker(list items):
     cdef int state = _state_bytes(items[0], raw, 4)
     if state != 1:
         return _UNSURE if state == -2 else None
-    cdef int year = raw[0] << 8 | raw[1], month = raw[2], day = raw[3]
-    if not (1 <= year and 1 <= month <= 12 and 1 <= day <= 31):
-        return None
     cdef char buf[16]
-    cdef int length = _date_text(buf, year, month, day)
+    cdef int length = date_state_text(buf, raw)
+    if length < 0:
+        return None
     return {"@date": buf[:length].decode("ascii")}
 
 
@@ -1773,29 +1720,28 @@ cdef enum:
 cdef object _usual_class_pickle(bytes data, _Context ctx):
     """(module, name) of a record whose class pickle has one of the two forms nearly every record has, read
     as bytes (_usual_class_names), else None (the pickle machine reads it).  See _lazy_class_memo."""
-    cdef Py_ssize_t stop
-    cdef int form
-    names = _usual_class_names(data, &stop, &form)
+    cdef ClassPickle klass
+    names = _usual_class_names(data, &klass)
     if names is not None:
-        _lazy_class_memo(ctx, names, stop, form)
+        _lazy_class_memo(ctx, names, &klass)
     return names
 
 
-cdef int _lazy_class_memo(_Context ctx, tuple names, Py_ssize_t stop, int form) except -1:
+cdef int _lazy_class_memo(_Context ctx, tuple names, ClassPickle* klass) except -1:
     """The context after a class pickle read as bytes: ctx.stop is set after it and ctx.memo holds its
     entries, of which the class marker is only made if the state pickle GETs it (_lazy_class_entry):
     walking it took a quarter of btree_length's decode and an eighth of simple_flat_dict's."""
-    ctx.stop = stop
-    ctx.memo = [_LAZY_CLASS] if form == _LAZY_GLOBAL else [names[0], names[1], _LAZY_CLASS]
-    ctx.lazy_class = form
+    ctx.stop = klass.stop
+    ctx.memo = [_LAZY_CLASS] if klass.is_global else [names[0], names[1], _LAZY_CLASS]
+    ctx.lazy_class = _LAZY_GLOBAL if klass.is_global else _LAZY_NAMES_TUPLE
     ctx.memo_count = PyList_GET_SIZE(ctx.memo)
     ctx.containers += 1  # the GLOBAL or TUPLE2
     return 0
 
 
-cdef object _usual_class_names(bytes data, Py_ssize_t* stop, int* form):
-    """(module, name) of a class pickle of one of these forms, with *stop set after it and *form to
-    _LAZY_GLOBAL or _LAZY_NAMES_TUPLE; else None.
+cdef object _usual_class_names(bytes data, ClassPickle* klass):
+    """(module, name) of a class pickle of one of these forms, with *klass saying which and where its
+    parts are; else None.
       ZODB's:    PROTO 2|3, GLOBAL "module\nname\n", BINPUT 0, STOP
       as text:   PROTO 2|3, BINUNICODE module, BINPUT 0, BINUNICODE name, BINPUT 1, TUPLE2, BINPUT 2, STOP
     The names are non-empty printable ASCII, which every way of reading them gives alike."""
@@ -1810,16 +1756,24 @@ cdef object _usual_class_names(bytes data, Py_ssize_t* stop, int* form):
         b = _printable_end(p, a + 1, end)
         if b == a + 1 or b + 4 > end or memcmp(p + b, b"\nq\x00.", 4) != 0:
             return None
-        form[0] = _LAZY_GLOBAL
-        stop[0] = b + 4
+        _class_parts(klass, True, b + 4, 3, a - 3, a + 1, b - a - 1)
         return _ascii(p + 3, a - 3), _ascii(p + a + 1, b - a - 1)
     a = _memoized_name_end(p, 2, end, 0)
     b = _memoized_name_end(p, a, end, 1) if a > 0 else -1
     if b < 0 or b + 4 > end or memcmp(p + b, b"\x86q\x02.", 4) != 0:
         return None
-    form[0] = _LAZY_NAMES_TUPLE
-    stop[0] = b + 4
+    _class_parts(klass, False, b + 4, 7, a - 9, a + 5, b - a - 7)
     return _ascii(p + 7, a - 9), _ascii(p + a + 5, b - a - 7)
+
+
+cdef inline void _class_parts(ClassPickle* klass, bint is_global, Py_ssize_t stop, Py_ssize_t module_start,
+                              Py_ssize_t module_size, Py_ssize_t name_start, Py_ssize_t name_size) noexcept:
+    klass.is_global = is_global
+    klass.stop = stop
+    klass.module_start = module_start
+    klass.module_size = module_size
+    klass.name_start = name_start
+    klass.name_size = name_size
 
 
 cdef inline Py_ssize_t _printable_end(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end) noexcept:
@@ -1851,10 +1805,11 @@ cdef inline str _ascii(const unsigned char* p, Py_ssize_t n):
     return s
 
 
-cdef _Context _decode_record(object data, bint text_spans, object usual=None):
+cdef _Context _decode_record(object data, bint text_spans, object names_read=None,
+                             ClassPickle* class_read=NULL):
     """The context of a decoded ZODB record: module, name, state (compact references), refs, flags,
-    state_offset (where the state pickle starts).  usual: the class pickle already read by
-    _usual_class_names, as (names, stop, form)."""
+    state_offset (where the state pickle starts).  names_read and class_read: the class pickle already
+    read by _usual_class_names."""
     if type(data) is not bytes:
         data = bytes_argument(data)
     cdef _Context ctx = _new_context(True)
@@ -1863,11 +1818,11 @@ cdef _Context _decode_record(object data, bint text_spans, object usual=None):
     cdef Py_ssize_t class_refs
     cdef str module = "", name = ""
     try:
-        if usual is None:
+        if names_read is None:
             names = _usual_class_pickle(data, ctx)
         else:
-            names = (<tuple>usual)[0]
-            _lazy_class_memo(ctx, names, (<tuple>usual)[1], (<tuple>usual)[2])
+            names = names_read
+            _lazy_class_memo(ctx, names, class_read)
         if names is None:
             klass = _load(data, 0, ctx)
         else:
@@ -1971,18 +1926,16 @@ def decode_zodb_record_for_pg_json(data):
 
     Raises TypeError for a non-bytes argument and ValueError for bad data.
     """
-    cdef Py_ssize_t stop
-    cdef int form
+    cdef ClassPickle klass
     cdef _Context ctx
-    usual = None
+    names = None
     if type(data) is bytes:
-        names = _usual_class_names(<bytes>data, &stop, &form)
+        names = _usual_class_names(<bytes>data, &klass)
         if names is not None:
-            text = _plain_state_text(<bytes>data, names, stop)
-            if text is not None:
-                return names[0], names[1], text, []
-            usual = (names, stop, form)
-    ctx = _decode_record(data, True, usual)
+            plain = plain_state_text(<bytes>data, &klass, btree_bits(<str>names[0], <str>names[1]))
+            if plain is not None:
+                return names[0], names[1], plain[0], plain[1]
+    ctx = _decode_record(data, True, names, &klass)
     _check_class_names(ctx.module, ctx.name)
     try:
         text = pg_json_text(ctx.state, ctx.flags & (F_NUL | F_SURROGATE | F_FLOAT | F_EXP_FLOAT))
@@ -1991,24 +1944,15 @@ def decode_zodb_record_for_pg_json(data):
     return ctx.module, ctx.name, text, ctx.refs
 
 
-cdef object _plain_state_text(bytes data, tuple names, Py_ssize_t stop):
-    """The JSON text of the record's state by the direct lane (_pickletext_cython), for a class that is not
-    a BTree (those states are flattened) and a state of plain values; else None."""
-    if btree_bits(<str>names[0], <str>names[1]):
-        return None
-    return plain_state_text(data, stop)
-
-
 def _direct_lane_record(data):
     """For the tests: decode_zodb_record_for_pg_json's result by the direct lane alone (whatever it declined
     before), or None."""
-    cdef Py_ssize_t stop
-    cdef int form
-    names = _usual_class_names(data, &stop, &form)
-    if names is None or btree_bits(<str>names[0], <str>names[1]):
+    cdef ClassPickle klass
+    names = _usual_class_names(data, &klass)
+    if names is None:
         return None
-    text = lane_text(data, stop)
-    return None if text is None else (names[0], names[1], text, [])
+    plain = lane_text(data, &klass, btree_bits(<str>names[0], <str>names[1]))
+    return None if plain is None else (names[0], names[1], plain[0], plain[1])
 
 
 cdef tuple _decode_pickle(object data):

@@ -19,11 +19,14 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.math cimport fabs, isfinite, signbit
 from libc.stdint cimport int64_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
-from libc.string cimport memcmp, memcpy
+from libc.string cimport memcmp, memcpy, memset
 
 from ._jsontext_cython cimport (INLINE_CAPACITY, Buffer, _digits_before, _reserve, _text, _write, _write_char,
                                 _write_float, _write_utf8, clean_utf8)
+from ._classnames cimport BTREE_IS_MAP, BTREE_IS_TREE
+from ._datetext cimport date_state_text, datetime_state_text, offset_field, offset_text
 from ._opcodes cimport Opcode as Op
+from ._pickletext_cython cimport ClassPickle
 
 
 cdef enum Kind:
@@ -34,19 +37,30 @@ cdef enum Kind:
     K_TRUE
     K_FALSE
     K_NULL
-    K_DICT    # children: key, value, key, value...
-    K_LIST
+    K_CLASS   # GLOBAL: written only as the class of a reference
+    K_REF     # BINPERSID of (oid, class) or (oid, None)
+    K_CALL    # REDUCE of a class: written only as a known type's marker
+    K_BIGINT  # LONG1 of 9 to 17 bytes: written only as a UUID's int
+    K_DICT    # children: key, value, key, value...; this kind and the ones below are not fetched from
+    K_LIST    # the memo (the decoder decides what sharing them means)
     K_TUPLE
+    K_NEW     # NEWOBJ of a class, then BUILD: {"@cls": [module, name], "@s": state}, or a UUID
 
 
 cdef struct Node:
     Kind kind
-    Py_ssize_t start     # K_TEXT, K_BYTES: offset in the pickle; containers: first child, or -1
-    Py_ssize_t size      # K_TEXT, K_BYTES: bytes; containers: children
-    Py_ssize_t last      # containers: last child
-    Py_ssize_t next      # next sibling, or -1
+    Py_ssize_t start      # K_TEXT, K_BYTES, K_BIGINT: offset in the pickle; K_CLASS: the module's; K_REF:
+                          # the 8-byte oid's; containers, K_CALL, K_NEW: first child, or -1
+    Py_ssize_t size       # K_TEXT, K_BYTES, K_BIGINT, K_CLASS: bytes (of the module); containers, K_CALL,
+                          # K_NEW: children (a call's are its arguments)
+    Py_ssize_t last       # containers: last child
+    Py_ssize_t next       # next sibling, or -1
     int64_t integer
     double number
+    Py_ssize_t name_start  # K_CLASS: the name's offset and size
+    Py_ssize_t name_size
+    Py_ssize_t klass      # K_REF: its K_CLASS node, or -1 for None; K_CALL, K_NEW: the class called
+    Py_ssize_t state      # K_NEW: what BUILD gave it, or -1
 
 
 cdef enum:
@@ -73,6 +87,7 @@ cdef struct Lane:
     Slots stack
     Slots marks
     Slots memo               # node index by memo index; -1: not this pickle's (the class pickle's, or unset)
+    Slots refs               # the oids' offsets, in document order
     Node inline_nodes[INLINE_NODES]
 
 
@@ -232,6 +247,19 @@ cdef Py_ssize_t _read_int(Lane* lane, Py_ssize_t pos, int width, bint signed) no
     return pos + width
 
 
+cdef Py_ssize_t _read_bigint(Lane* lane, Py_ssize_t pos, Py_ssize_t n) noexcept nogil:
+    """LONG1 of 9 to 17 bytes (a UUID's int is up to 128 bits): a K_BIGINT node of its bytes."""
+    cdef Py_ssize_t i
+    if n > 17 or n > lane.end - pos:
+        return -1
+    i = _new_node(lane, K_BIGINT)
+    if i < 0:
+        return -1
+    lane.nodes[i].start = pos
+    lane.nodes[i].size = n
+    return pos + n
+
+
 cdef Py_ssize_t _read_float(Lane* lane, Py_ssize_t pos) noexcept nogil:
     """A K_FLOAT node of BINFLOAT's big-endian double, if repr spells it positionally and JSON holds it:
     finite, not -0.0, 1e-4 <= |x| < 1e16 or 0.0 (the rest takes the decoder's flags and markers)."""
@@ -289,7 +317,13 @@ cdef int _add_children(Lane* lane, Kind kind, Py_ssize_t target_slot, Py_ssize_t
 
 cdef int _memo_put(Lane* lane, Py_ssize_t index) noexcept nogil:
     """BINPUT, LONG_BINPUT: the top of the stack is memo entry index."""
-    if lane.stack.count <= _fence(lane) or index > MAX_MEMO_INDEX:
+    if lane.stack.count <= _fence(lane):
+        return -1
+    return _memo_put_node(lane, index, lane.stack.items[lane.stack.count - 1])
+
+
+cdef int _memo_put_node(Lane* lane, Py_ssize_t index, Py_ssize_t node) noexcept nogil:
+    if index > MAX_MEMO_INDEX:
         return -1
     if index >= lane.memo.count:
         if index >= lane.memo.capacity and _room(&lane.memo, index + 1) < 0:
@@ -297,24 +331,170 @@ cdef int _memo_put(Lane* lane, Py_ssize_t index) noexcept nogil:
         while lane.memo.count <= index:
             lane.memo.items[lane.memo.count] = -1
             lane.memo.count += 1
-    lane.memo.items[index] = lane.stack.items[lane.stack.count - 1]
+    lane.memo.items[index] = node
     return 0
 
 
+cdef bint _immutable(Lane* lane, Py_ssize_t i) noexcept nogil:
+    """May node i be written wherever the memo gives it again?  Scalars, references and calls; a built
+    object and a tuple of such (no later opcode of the lane changes them).  A dict or list, or an object
+    not yet built (its own state may hold it: a cycle), are the decoder's."""
+    cdef Kind kind = lane.nodes[i].kind
+    cdef Py_ssize_t child
+    if kind < K_DICT:
+        return True
+    if kind == K_NEW:
+        return lane.nodes[i].state >= 0
+    if kind != K_TUPLE:
+        return False
+    child = lane.nodes[i].start
+    while child >= 0:
+        if lane.nodes[child].kind >= K_DICT:
+            return False
+        child = lane.nodes[child].next
+    return True
+
+
 cdef int _memo_get(Lane* lane, Py_ssize_t index) noexcept nogil:
-    """BINGET, LONG_BINGET of a scalar this pickle put: a copy of its node (one parent each).  A container
-    would be shared, and an entry of the class pickle is the class: the usual way."""
+    """BINGET, LONG_BINGET of a value this pickle (or the class pickle) put: a copy of its node, which
+    shares its children (one parent each: a node's next is its place in its parent)."""
     cdef Py_ssize_t source, i
     if index >= lane.memo.count or lane.memo.items[index] < 0:
         return -1
     source = lane.memo.items[index]
-    if lane.nodes[source].kind >= K_DICT:
+    if not _immutable(lane, source):
         return -1
     i = _new_node(lane, lane.nodes[source].kind)
     if i < 0:
         return -1
     lane.nodes[i] = lane.nodes[source]
     lane.nodes[i].next = -1
+    return 0
+
+
+cdef inline Py_ssize_t _class_line_end(Lane* lane, Py_ssize_t pos) noexcept nogil:
+    """The newline ending a non-empty line of printable ASCII at pos, without a quote or backslash (which the
+    text "module.Name" would have to escape); -1 for anything else."""
+    cdef Py_ssize_t at = pos
+    cdef unsigned char c
+    while at < lane.end:
+        c = lane.p[at]
+        if c == 10:
+            return at if at > pos else -1
+        if c < 33 or c > 126 or c == 34 or c == 92:
+            return -1
+        at += 1
+    return -1
+
+
+cdef Py_ssize_t _read_global(Lane* lane, Py_ssize_t pos) noexcept nogil:
+    """GLOBAL "module\nname\n": a K_CLASS node, for names any reading of the lines gives alike."""
+    cdef Py_ssize_t module_end = _class_line_end(lane, pos), name_end, i
+    if module_end < 0:
+        return -1
+    name_end = _class_line_end(lane, module_end + 1)
+    if name_end < 0:
+        return -1
+    i = _new_node(lane, K_CLASS)
+    if i < 0:
+        return -1
+    lane.nodes[i].start = pos
+    lane.nodes[i].size = module_end - pos
+    lane.nodes[i].name_start = module_end + 1
+    lane.nodes[i].name_size = name_end - module_end - 1
+    return name_end + 1
+
+
+cdef int _persistent_ref(Lane* lane) noexcept nogil:
+    """BINPERSID of ZODB's (oid, class) or (oid, None), oid 8 bytes, the class name without a dot (else
+    the verbose form): a K_REF node in place of the tuple, the oid noted for refs."""
+    cdef Py_ssize_t pid, oid, klass, i, dot
+    if lane.stack.count <= _fence(lane):
+        return -1
+    pid = lane.stack.items[lane.stack.count - 1]
+    if lane.nodes[pid].kind != K_TUPLE or lane.nodes[pid].size != 2:
+        return -1
+    oid = lane.nodes[pid].start
+    klass = lane.nodes[oid].next
+    if lane.nodes[oid].kind != K_BYTES or lane.nodes[oid].size != 8:
+        return -1
+    if lane.nodes[klass].kind == K_NULL:
+        klass = -1
+    elif lane.nodes[klass].kind != K_CLASS:
+        return -1
+    else:
+        for dot in range(lane.nodes[klass].name_size):
+            if lane.p[lane.nodes[klass].name_start + dot] == 46:  # .
+                return -1
+    lane.stack.count -= 1
+    i = _new_node(lane, K_REF)
+    if i < 0 or _push_slot(&lane.refs, lane.nodes[oid].start) < 0:
+        return -1
+    lane.nodes[i].start = lane.nodes[oid].start
+    lane.nodes[i].klass = klass
+    return 0
+
+
+cdef int _class_memo(Lane* lane, ClassPickle* klass) noexcept nogil:
+    """The class pickle's memo entries, which the state pickle may GET (ZODB pickles both with one memo):
+    the class (memo 0) if its names can be written as they are, or the two names as text (memo 0 and 1;
+    memo 2, their tuple, is a container)."""
+    cdef Py_ssize_t i, j
+    if klass.is_global:
+        for j in range(klass.module_size):
+            if lane.p[klass.module_start + j] == 34 or lane.p[klass.module_start + j] == 92:  # " or backslash
+                return 0
+        for j in range(klass.name_size):
+            if lane.p[klass.name_start + j] == 34 or lane.p[klass.name_start + j] == 92:
+                return 0
+        i = _alloc_node(lane, K_CLASS)
+        if i < 0 or _memo_put_node(lane, 0, i) < 0:
+            return -1
+        lane.nodes[i].start = klass.module_start
+        lane.nodes[i].size = klass.module_size
+        lane.nodes[i].name_start = klass.name_start
+        lane.nodes[i].name_size = klass.name_size
+        return 0
+    for j in range(2):
+        i = _alloc_node(lane, K_TEXT)
+        if i < 0 or _memo_put_node(lane, j, i) < 0:
+            return -1
+        lane.nodes[i].start = klass.name_start if j else klass.module_start
+        lane.nodes[i].size = klass.name_size if j else klass.module_size
+    return 0
+
+
+cdef int _call(Lane* lane, Kind kind) noexcept nogil:
+    """REDUCE (K_CALL) or NEWOBJ (K_NEW) of a class and a tuple: a node with the tuple's items as its
+    arguments."""
+    cdef Py_ssize_t top = lane.stack.count, klass, args, i
+    if top - 2 < _fence(lane):
+        return -1
+    klass = lane.stack.items[top - 2]
+    args = lane.stack.items[top - 1]
+    if lane.nodes[klass].kind != K_CLASS or lane.nodes[args].kind != K_TUPLE:
+        return -1
+    lane.stack.count = top - 2
+    i = _new_node(lane, kind)
+    if i < 0:
+        return -1
+    lane.nodes[i].start = lane.nodes[args].start
+    lane.nodes[i].size = lane.nodes[args].size
+    lane.nodes[i].klass = klass
+    lane.nodes[i].state = -1
+    return 0
+
+
+cdef int _build(Lane* lane) noexcept nogil:
+    """BUILD of an object NEWOBJ just made (anything else: @inst, the decoder's)."""
+    cdef Py_ssize_t top = lane.stack.count, target
+    if top - 2 < _fence(lane):
+        return -1
+    target = lane.stack.items[top - 2]
+    if lane.nodes[target].kind != K_NEW or lane.nodes[target].state >= 0:
+        return -1
+    lane.nodes[target].state = lane.stack.items[top - 1]
+    lane.stack.count = top - 1
     return 0
 
 
@@ -382,13 +562,24 @@ cdef Py_ssize_t _read_state(Lane* lane, Py_ssize_t pos) noexcept nogil:
         elif op == Op.BININT2:
             pos = _read_int(lane, pos, 2, False)
         elif op == Op.LONG1:
-            pos = _read_int(lane, pos, <int>n, True) if n <= 8 else -1  # wider: beyond 64 bits, or may be
+            pos = _read_int(lane, pos, <int>n, True) if n <= 8 else _read_bigint(lane, pos, n)
         elif op == Op.BINFLOAT:
             pos = _read_float(lane, pos)
         elif op == Op.SHORT_BINBYTES or op == Op.BINBYTES:
             pos = _read_bytes(lane, pos, n)
         elif op == Op.NONE or op == Op.NEWTRUE or op == Op.NEWFALSE:
             if _new_node(lane, K_NULL if op == Op.NONE else K_TRUE if op == Op.NEWTRUE else K_FALSE) < 0:
+                return -1
+        elif op == Op.GLOBAL:
+            pos = _read_global(lane, pos)
+        elif op == Op.BINPERSID:
+            if _persistent_ref(lane) < 0:
+                return -1
+        elif op == Op.REDUCE or op == Op.NEWOBJ:
+            if _call(lane, K_CALL if op == Op.REDUCE else K_NEW) < 0:
+                return -1
+        elif op == Op.BUILD:
+            if _build(lane) < 0:
                 return -1
         elif op == Op.PROTO:
             if n > 5:
@@ -433,6 +624,231 @@ cdef int _write_base64(Buffer* out, const unsigned char* p, Py_ssize_t n) except
         o[3] = 61
         o += 4
     out.size = o - out.data
+    return _write(out, b'"}', 2)
+
+
+cdef const char* HEX = b"0123456789abcdef"
+
+
+cdef int _write_ref(Lane* lane, Buffer* out, Node* ref) except -1:
+    """{"@ref": ["<16 hex digits>", "module.Name"]} or {"@ref": "<16 hex digits>"}."""
+    cdef const unsigned char* oid = lane.p + ref.start
+    cdef Node* klass
+    cdef char* o
+    cdef int k
+    _write(out, b'{"@ref":', 8)
+    if ref.klass >= 0:
+        _write_char(out, 91)  # [
+    _reserve(out, 18)
+    o = out.data + out.size
+    o[0] = 34  # "
+    for k in range(8):
+        o[1 + 2 * k] = HEX[oid[k] >> 4]
+        o[2 + 2 * k] = HEX[oid[k] & 15]
+    o[17] = 34
+    out.size += 18
+    if ref.klass < 0:
+        return _write_char(out, 125)  # }
+    klass = &lane.nodes[ref.klass]
+    _write(out, b',"', 2)
+    _write(out, <const char*>lane.p + klass.start, klass.size)
+    _write_char(out, 46)  # .
+    _write(out, <const char*>lane.p + klass.name_start, klass.name_size)
+    return _write(out, b'"]}', 3)
+
+
+cdef inline bint _named(Lane* lane, Node* klass, const char* module, Py_ssize_t module_size,
+                        const char* name, Py_ssize_t name_size) noexcept nogil:
+    return (klass.size == module_size and klass.name_size == name_size
+            and memcmp(lane.p + klass.start, module, module_size) == 0
+            and memcmp(lane.p + klass.name_start, name, name_size) == 0)
+
+
+cdef inline Py_ssize_t _argument(Lane* lane, Node* call, Py_ssize_t k) noexcept nogil:
+    """The call's argument k (there are at least k + 1)."""
+    cdef Py_ssize_t i = call.start
+    while k:
+        i = lane.nodes[i].next
+        k -= 1
+    return i
+
+
+cdef int _write_call(Lane* lane, Buffer* out, Node* call, int depth) except -1:
+    """The marker of a call of a known type, in the shapes _decode_cython._recognize reads in C
+    (docs/format.md, "Known types"); 1: any other call (its rules are the decoder's)."""
+    cdef Node* klass = &lane.nodes[call.klass]
+    cdef Node* arg
+    cdef const unsigned char* text
+    cdef Py_ssize_t j
+    if call.size == 0:
+        return 1
+    arg = &lane.nodes[call.start]
+    if _named(lane, klass, b"datetime", 8, b"datetime", 8):
+        return _write_datetime(lane, out, call)
+    if _named(lane, klass, b"datetime", 8, b"date", 4):
+        return _write_date(out, lane, arg) if call.size == 1 else 1
+    if _named(lane, klass, b"datetime", 8, b"timedelta", 9):
+        if call.size != 3:
+            return 1
+        _write(out, b'{"@td":[', 8)
+        for j in range(3):
+            arg = &lane.nodes[_argument(lane, call, j)]
+            if arg.kind != K_INT:
+                return 1
+            if j:
+                _write_char(out, 44)  # ,
+            _write_int64(out, arg.integer)
+        return _write(out, b"]}", 2)
+    if _named(lane, klass, b"decimal", 7, b"Decimal", 7):
+        if call.size != 1 or arg.kind != K_TEXT:
+            return 1
+        text = lane.p + arg.start
+        for j in range(arg.size):
+            if text[j] == 0 or text[j] > 127:  # ASCII without U+0000 only
+                return 1
+        _write(out, b'{"@dec":', 8)
+        _write_utf8(out, text, arg.size)
+        return _write_char(out, 125)  # }
+    if _named(lane, klass, b"builtins", 8, b"set", 3) or _named(lane, klass, b"builtins", 8, b"frozenset", 9):
+        if call.size != 1 or arg.kind != K_LIST:
+            return 1
+        _write(out, b'{"@set":' if klass.name_size == 3 else b'{"@fset":', 8 if klass.name_size == 3 else 9)
+        if _write_node(lane, out, call.start, depth + 1):
+            return 1
+        return _write_char(out, 125)
+    return 1
+
+
+cdef bint _uuid_bytes(Lane* lane, Node* state, unsigned char* be) noexcept nogil:
+    """The 16 big-endian bytes of a UUID whose state is exactly {"int": value}, 0 <= value < 2**128."""
+    cdef Node* key
+    cdef Node* value
+    cdef const unsigned char* le
+    cdef Py_ssize_t n, k
+    cdef uint64_t u
+    if state.kind != K_DICT or state.size != 2:
+        return False
+    key = &lane.nodes[state.start]
+    value = &lane.nodes[key.next]
+    if key.kind != K_TEXT or key.size != 3 or memcmp(lane.p + key.start, b"int", 3) != 0:
+        return False
+    memset(be, 0, 16)
+    if value.kind == K_INT:
+        if value.integer < 0:
+            return False
+        u = <uint64_t>value.integer
+        for k in range(8):
+            be[15 - k] = <unsigned char>(u >> (8 * k))
+        return True
+    if value.kind != K_BIGINT:
+        return False
+    le = lane.p + value.start
+    n = value.size
+    if le[n - 1] & 0x80 or (n == 17 and le[16] != 0):  # negative, or 2**128 and more
+        return False
+    for k in range(n if n <= 16 else 16):
+        be[15 - k] = le[k]
+    return True
+
+
+cdef int _write_uuid(Buffer* out, const unsigned char* be) except -1:
+    """{"@uuid": "8-4-4-4-12 hex digits"}."""
+    cdef char text[36]
+    cdef int k, at = 0
+    for k in range(16):
+        if k == 4 or k == 6 or k == 8 or k == 10:
+            text[at] = 45  # -
+            at += 1
+        text[at] = HEX[be[k] >> 4]
+        text[at + 1] = HEX[be[k] & 15]
+        at += 2
+    _write(out, b'{"@uuid":"', 10)
+    _write(out, text, 36)
+    return _write(out, b'"}', 2)
+
+
+cdef int _write_instance(Lane* lane, Buffer* out, Node* obj, int depth) except -1:
+    """NEWOBJ then BUILD: {"@cls": [module, name], "@s": state}, the state {"@args": {"@t": [...]},
+    "@state": state} when there are arguments; a UUID of the usual state as {"@uuid": ...}.  1: not built,
+    or a BTrees class (its state rules are the decoder's)."""
+    cdef Node* klass = &lane.nodes[obj.klass]
+    cdef unsigned char be[16]
+    cdef Py_ssize_t child
+    if obj.state < 0 or (klass.size >= 6 and memcmp(lane.p + klass.start, b"BTrees", 6) == 0):
+        return 1
+    if obj.size == 0 and _named(lane, klass, b"uuid", 4, b"UUID", 4) and \
+            _uuid_bytes(lane, &lane.nodes[obj.state], be):
+        return _write_uuid(out, be)
+    _write(out, b'{"@cls":["', 10)
+    _write(out, <const char*>lane.p + klass.start, klass.size)
+    _write(out, b'","', 3)
+    _write(out, <const char*>lane.p + klass.name_start, klass.name_size)
+    _write(out, b'"],"@s":', 8)
+    if obj.size:
+        _write(out, b'{"@args":{"@t":[', 16)
+        child = obj.start
+        while child >= 0:
+            if child != obj.start:
+                _write_char(out, 44)  # ,
+            if _write_node(lane, out, child, depth + 2):
+                return 1
+            child = lane.nodes[child].next
+        _write(out, b']},"@state":', 12)
+    if _write_node(lane, out, obj.state, depth + 1):
+        return 1
+    if obj.size:
+        _write_char(out, 125)  # }
+    return _write_char(out, 125)
+
+
+cdef int _write_date(Buffer* out, Lane* lane, Node* state) except -1:
+    cdef char text[16]
+    cdef int n
+    if state.kind != K_BYTES or state.size != 4:
+        return 1
+    n = date_state_text(text, lane.p + state.start)
+    if n < 0:
+        return 1
+    _write(out, b'{"@date":"', 10)
+    _write(out, text, n)
+    return _write(out, b'"}', 2)
+
+
+cdef int _write_datetime(Lane* lane, Buffer* out, Node* call) except -1:
+    """{"@dt": text}: a naive datetime, or one with a fixed offset (timezone(timedelta(...)))."""
+    cdef char text[72]
+    cdef Node* state = &lane.nodes[call.start]
+    cdef Node* zone
+    cdef Node* delta
+    cdef Node* field
+    cdef int64_t parts[3]
+    cdef Py_ssize_t j
+    cdef int n, m
+    if call.size > 2 or state.kind != K_BYTES or state.size != 10:
+        return 1
+    n = datetime_state_text(text, lane.p + state.start)
+    if n < 0:
+        return 1
+    if call.size == 2:
+        zone = &lane.nodes[state.next]
+        if zone.kind != K_CALL or zone.size != 1 or not _named(lane, &lane.nodes[zone.klass], b"datetime", 8,
+                                                               b"timezone", 8):
+            return 1
+        delta = &lane.nodes[zone.start]
+        if delta.kind != K_CALL or delta.size != 3 or not _named(lane, &lane.nodes[delta.klass], b"datetime", 8,
+                                                                 b"timedelta", 9):
+            return 1
+        for j in range(3):
+            field = &lane.nodes[_argument(lane, delta, j)]
+            if field.kind != K_INT or not offset_field(field.integer):
+                return 1
+            parts[j] = field.integer
+        m = offset_text(text + n, parts[0], parts[1], parts[2])
+        if m < 0:
+            return 1
+        n += m
+    _write(out, b'{"@dt":"', 8)
+    _write(out, text, n)
     return _write(out, b'"}', 2)
 
 
@@ -531,6 +947,16 @@ cdef int _write_node(Lane* lane, Buffer* out, Py_ssize_t i, int depth) except -1
         return _write_float(out, node.number)
     if kind == K_BYTES:
         return _write_base64(out, lane.p + node.start, node.size)
+    if kind == K_REF:
+        return _write_ref(lane, out, node)
+    if kind == K_CALL:
+        return _write_call(lane, out, node, depth)
+    if kind == K_NEW:
+        return _write_instance(lane, out, node, depth)
+    if kind == K_BIGINT:  # {"@bi": decimal digits}: the decoder writes them
+        return 1
+    if kind == K_CLASS:  # a class as a value: {"@cls": [...]}
+        return 1
     if kind == K_NULL:
         return _write(out, b"null", 4)
     if kind == K_TRUE:
@@ -565,6 +991,102 @@ cdef int _write_node(Lane* lane, Buffer* out, Py_ssize_t i, int depth) except -1
     return _write(out, b"]}", 2)
 
 
+cdef list _refs(Lane* lane):
+    """The oids of the references, as ZODB's referencesf reads them: signed big-endian 64-bit integers."""
+    cdef list refs = []
+    cdef Py_ssize_t j
+    cdef const unsigned char* oid
+    for j in range(lane.refs.count):
+        oid = lane.p + lane.refs.items[j]
+        refs.append(<int64_t>((<uint64_t>oid[0] << 56) | (<uint64_t>oid[1] << 48) | (<uint64_t>oid[2] << 40)
+                              | (<uint64_t>oid[3] << 32) | (<uint64_t>oid[4] << 24) | (<uint64_t>oid[5] << 16)
+                              | (<uint64_t>oid[6] << 8) | oid[7]))
+    return refs
+
+
+cdef inline Py_ssize_t _only_tuple_child(Lane* lane, Py_ssize_t i) noexcept nogil:
+    """The one child of a tuple node of one child, else -1."""
+    if lane.nodes[i].kind == K_TUPLE and lane.nodes[i].size == 1:
+        return lane.nodes[i].start
+    return -1
+
+
+cdef int _write_flat(Lane* lane, Buffer* out, Py_ssize_t flat, bint is_map) except -1:
+    """A bucket's or set's items: {"@kv": [[k, v], ...]} or {"@ks": [k, ...]}, without the closing brace
+    (an "@next" may follow); 1: a map's items of odd count (the generic form: the usual way)."""
+    cdef Py_ssize_t child = lane.nodes[flat].start
+    cdef bint first = True
+    if not is_map:
+        _write(out, b'{"@ks":[', 8)
+    elif lane.nodes[flat].size % 2:
+        return 1
+    else:
+        _write(out, b'{"@kv":[', 8)
+    while child >= 0:
+        if not first:
+            _write_char(out, 44)  # ,
+        first = False
+        if is_map:
+            _write_char(out, 91)  # [
+        if _write_node(lane, out, child, 2):
+            return 1
+        child = lane.nodes[child].next
+        if is_map:
+            _write_char(out, 44)
+            if _write_node(lane, out, child, 2):
+                return 1
+            child = lane.nodes[child].next
+            _write_char(out, 93)  # ]
+    return _write_char(out, 93)
+
+
+cdef int _write_btree_state(Lane* lane, Buffer* out, Py_ssize_t root, int btree) except -1:
+    """The state of a BTrees class, flattened as docs/format.md ("BTrees") and _decode_known.btree_state
+    say; 1: a shape the lane leaves to the decoder (it writes those as plain values)."""
+    cdef Py_ssize_t first, second = -1, flat = -1, child
+    cdef Node* state = &lane.nodes[root]
+    if state.kind != K_TUPLE or state.size == 0 or state.size > 2:
+        return 1 if state.kind != K_NULL else _write(out, b"null", 4)
+    first = state.start
+    if state.size == 2:
+        second = lane.nodes[first].next
+    if btree & BTREE_IS_TREE:
+        if second < 0:  # ((((items),),),): a tree of one bucket, kept inline
+            flat = _only_tuple_child(lane, first)
+            flat = _only_tuple_child(lane, flat) if flat >= 0 else -1
+            if flat < 0 or lane.nodes[flat].kind != K_TUPLE:
+                return 1
+            if _write_flat(lane, out, flat, btree & BTREE_IS_MAP):
+                return 1
+            return _write_char(out, 125)  # }
+        if lane.nodes[first].kind != K_TUPLE:  # ((child, key, child, ...), first bucket)
+            return 1
+        child = lane.nodes[first].start
+        while child >= 0 and lane.nodes[child].kind != K_REF:
+            child = lane.nodes[child].next
+        if child < 0:
+            return 1
+        _write(out, b'{"@children":[', 14)
+        child = lane.nodes[first].start
+        while child >= 0:
+            if child != lane.nodes[first].start:
+                _write_char(out, 44)
+            if _write_node(lane, out, child, 2):
+                return 1
+            child = lane.nodes[child].next
+        _write(out, b'],"@first":', 11)
+        if _write_node(lane, out, second, 1):
+            return 1
+        return _write_char(out, 125)
+    if lane.nodes[first].kind != K_TUPLE or _write_flat(lane, out, first, btree & BTREE_IS_MAP):
+        return 1  # ((items), next bucket) or ((items),)
+    if second >= 0:
+        _write(out, b',"@next":', 9)
+        if _write_node(lane, out, second, 1):
+            return 1
+    return _write_char(out, 125)
+
+
 # ---------------------------------------------------------------------------
 # The entry point
 # ---------------------------------------------------------------------------
@@ -595,24 +1117,25 @@ cdef inline uint64_t _class_hash(const unsigned char* p, Py_ssize_t n) noexcept 
     return h
 
 
-cdef object plain_state_text(bytes data, Py_ssize_t pos):
-    """The PostgreSQL JSON text of the state pickle at pos in a record, or None: not for the lane (or a
-    record of a class whose states the lane declined just before)."""
-    cdef uint64_t klass = _class_hash(<const unsigned char*>PyBytes_AS_STRING(data), pos)
-    cdef Py_ssize_t slot = <Py_ssize_t>(klass % DECLINE_SLOTS)
-    if _declined_class[slot] == klass and _skips_left[slot]:
+cdef object plain_state_text(bytes data, ClassPickle* klass, int btree):
+    """(text, refs): the PostgreSQL JSON text of the state pickle at pos in a record and the oids it
+    references; or None: not for the lane (or a record of a class whose states the lane declined just
+    before)."""
+    cdef uint64_t hashed = _class_hash(<const unsigned char*>PyBytes_AS_STRING(data), klass.stop)
+    cdef Py_ssize_t slot = <Py_ssize_t>(hashed % DECLINE_SLOTS)
+    if _declined_class[slot] == hashed and _skips_left[slot]:
         _skips_left[slot] -= 1
         return None
-    text = lane_text(data, pos)
-    if text is None:
-        _declined_class[slot] = klass
+    result = lane_text(data, klass, btree)
+    if result is None:
+        _declined_class[slot] = hashed
         _skips_left[slot] = SKIPS_AFTER_DECLINE
-    elif _declined_class[slot] == klass:
+    elif _declined_class[slot] == hashed:
         _skips_left[slot] = 0
-    return text
+    return result
 
 
-cdef object lane_text(bytes data, Py_ssize_t pos):
+cdef object lane_text(bytes data, ClassPickle* klass, int btree):
     """plain_state_text, always walking the state (the tests call this)."""
     cdef Lane lane
     cdef Buffer out
@@ -625,14 +1148,19 @@ cdef object lane_text(bytes data, Py_ssize_t pos):
     _init_slots(&lane.stack)
     _init_slots(&lane.marks)
     _init_slots(&lane.memo)
+    _init_slots(&lane.refs)
     out.data = out.inline
     out.size = 0
     out.capacity = INLINE_CAPACITY
     try:
-        root = _read_state(&lane, pos)
-        if root < 0 or _write_node(&lane, &out, root, 0):
+        if _class_memo(&lane, klass) < 0:
             return None
-        return _text(&out)
+        root = _read_state(&lane, klass.stop)
+        if root < 0:
+            return None
+        if _write_btree_state(&lane, &out, root, btree) if btree else _write_node(&lane, &out, root, 0):
+            return None
+        return _text(&out), _refs(&lane)
     finally:
         if out.data != out.inline:
             free(out.data)
@@ -641,3 +1169,4 @@ cdef object lane_text(bytes data, Py_ssize_t pos):
         _free_slots(&lane.stack)
         _free_slots(&lane.marks)
         _free_slots(&lane.memo)
+        _free_slots(&lane.refs)

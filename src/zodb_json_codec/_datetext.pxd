@@ -1,0 +1,94 @@
+# cython: language_level=3
+# The text of the datetime markers (docs/format.md, "Known types") from pickled fields, inline: the
+# Cython decoder's known types (_decode_cython.pyx) and the store path's direct lane
+# (_pickletext_cython.pyx) write them alike.  Buffers: 40 bytes for a datetime, 16 for a date, 32 for
+# an offset.
+
+from libc.stdint cimport int64_t
+
+
+cdef inline int zero_padded(char* out, int64_t value, int width) noexcept nogil:
+    """Decimal digits of value >= 0, zero-padded to width (printf's %0*d); how many were written."""
+    cdef int n = 1, i
+    cdef int64_t rest = value
+    while rest >= 10:
+        rest //= 10
+        n += 1
+    if n < width:
+        n = width
+    rest = value
+    for i in range(n - 1, -1, -1):
+        out[i] = <char>(48 + rest % 10)
+        rest //= 10
+    return n
+
+
+cdef inline int date_text(char* out, int year, int month, int day) noexcept nogil:
+    """YYYY-MM-DD (a longer year as Python's {:04d} writes it)."""
+    cdef int n = zero_padded(out, year, 4)
+    out[n] = 45  # -
+    n += 1 + zero_padded(out + n + 1, month, 2)
+    out[n] = 45
+    n += 1 + zero_padded(out + n + 1, day, 2)
+    return n
+
+
+cdef inline int date_state_text(char* out, const unsigned char* raw) noexcept nogil:
+    """The text of a date's 4-byte pickled state; -1 when a field is out of range (no @date then)."""
+    cdef int year = raw[0] << 8 | raw[1], month = raw[2], day = raw[3]
+    if not (1 <= year and 1 <= month <= 12 and 1 <= day <= 31):
+        return -1
+    return date_text(out, year, month, day)
+
+
+cdef inline int datetime_state_text(char* out, const unsigned char* raw) noexcept nogil:
+    """YYYY-MM-DDTHH:MM:SS[.ffffff] of a datetime's 10-byte pickled state; -1 when a field is out of
+    range, the protocol 4 fold bit (month >= 128) included: the raw bytes are kept then."""
+    cdef int year = raw[0] << 8 | raw[1]
+    cdef int month = raw[2], day = raw[3], hour = raw[4], minute = raw[5], second = raw[6]
+    cdef int us = raw[7] << 16 | raw[8] << 8 | raw[9]
+    cdef int length
+    if not (1 <= year and 1 <= month <= 12 and 1 <= day <= 31 and hour < 24 and minute < 60
+            and second < 60 and us < 1000000):
+        return -1
+    length = date_text(out, year, month, day)
+    out[length] = 84  # T
+    length += 1 + zero_padded(out + length + 1, hour, 2)
+    out[length] = 58  # :
+    length += 1 + zero_padded(out + length + 1, minute, 2)
+    out[length] = 58
+    length += 1 + zero_padded(out + length + 1, second, 2)
+    if us:
+        out[length] = 46  # .
+        length += 1 + zero_padded(out + length + 1, us, 6)
+    return length
+
+
+cdef inline bint offset_field(int64_t x) noexcept nogil:
+    """A timedelta field the offset text takes (others go to _decode_known)."""
+    return -1000000 < x < 1000000000
+
+
+cdef inline int offset_text(char* out, int64_t days, int64_t seconds, int64_t microseconds) noexcept nogil:
+    """"+HH:MM[:SS[.ffffff]]" of timezone(timedelta(days, seconds, microseconds)), fields offset_field;
+    -1 when it is not a valid datetime.timezone (24 hours or more)."""
+    cdef int64_t total = (days * 86400 + seconds) * 1000000 + microseconds
+    cdef int64_t a = -total if total < 0 else total
+    cdef int64_t secs = a // 1000000, us = a % 1000000
+    cdef int64_t hours = secs // 3600, rest = secs % 3600
+    cdef int64_t minutes = rest // 60
+    cdef int n
+    secs = rest % 60
+    if hours >= 24:
+        return -1
+    out[0] = 43 if total >= 0 else 45  # + or -
+    n = 1 + zero_padded(out + 1, hours, 2)
+    out[n] = 58  # :
+    n += 1 + zero_padded(out + n + 1, minutes, 2)
+    if secs or us:
+        out[n] = 58
+        n += 1 + zero_padded(out + n + 1, secs, 2)
+    if us:
+        out[n] = 46  # .
+        n += 1 + zero_padded(out + n + 1, us, 6)
+    return n
