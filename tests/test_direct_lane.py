@@ -23,6 +23,7 @@ import uuid
 from typing import Any
 
 import pytest
+import pytz
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -83,8 +84,13 @@ OIDS = st.binary(min_size=8, max_size=8)
 fixed_offsets = st.builds(  # strictly within a day either way
     lambda s, us: datetime.timezone(datetime.timedelta(seconds=s, microseconds=us)),
     st.integers(-86399, 86398), st.sampled_from([0, 1, 999999]))
+pytz_datetimes = st.one_of(
+    st.builds(lambda dt, zone: pytz.timezone(zone).localize(dt),
+              st.datetimes(min_value=datetime.datetime(1900, 1, 1), max_value=datetime.datetime(2100, 1, 1)),
+              st.sampled_from(["Europe/Vienna", "US/Eastern", "Asia/Kolkata"])),
+    st.datetimes(timezones=st.just(pytz.utc)))
 known_leaves = st.one_of(
-    st.datetimes(), st.datetimes(timezones=fixed_offsets), st.dates(), st.timedeltas(),
+    st.datetimes(), st.datetimes(timezones=fixed_offsets), pytz_datetimes, st.dates(), st.timedeltas(),
     st.decimals(), st.sampled_from([decimal.Decimal("NaN"), decimal.Decimal("-Infinity"), decimal.Decimal("1E+7")]),
     st.uuids(), st.sampled_from([uuid.UUID(int=0), uuid.UUID(int=2 ** 63 - 1), uuid.UUID(int=2 ** 63),
                                  uuid.UUID(int=2 ** 128 - 1), uuid.UUID(int=2 ** 127)]),
@@ -113,7 +119,7 @@ def test_the_lane_takes_plain_states_and_writes_the_python_twins_text(twins, sta
 @settings(max_examples=300, deadline=None)
 @given(state=rich_values)
 def test_the_lane_takes_references_known_types_and_objects(twins, state):
-    """References (oid, class) and (oid, None), datetimes naive or with a fixed offset, dates,
+    """References (oid, class) and (oid, None), datetimes naive, with a fixed offset or a pytz zone, dates,
     timedeltas, Decimals, sets, frozensets, UUIDs and objects made by NEWOBJ then BUILD."""
     data = zodb_record(state)
     lane, expected = lane_and_python(twins, data)

@@ -815,14 +815,11 @@ cdef int _write_date(Buffer* out, Lane* lane, Node* state) except -1:
 
 
 cdef int _write_datetime(Lane* lane, Buffer* out, Node* call) except -1:
-    """{"@dt": text}: a naive datetime, or one with a fixed offset (timezone(timedelta(...)))."""
+    """{"@dt": text}: a naive datetime, or one with a fixed offset (timezone(timedelta(...)), pytz's UTC)
+    in the text; {"@dt": text, "@tz": {"pytz": [...], "name": zone}} with a pytz zone."""
     cdef char text[72]
     cdef Node* state = &lane.nodes[call.start]
-    cdef Node* zone
-    cdef Node* delta
-    cdef Node* field
-    cdef int64_t parts[3]
-    cdef Py_ssize_t j
+    cdef Node* zone = NULL
     cdef int n, m
     if call.size > 2 or state.kind != K_BYTES or state.size != 10:
         return 1
@@ -831,25 +828,87 @@ cdef int _write_datetime(Lane* lane, Buffer* out, Node* call) except -1:
         return 1
     if call.size == 2:
         zone = &lane.nodes[state.next]
-        if zone.kind != K_CALL or zone.size != 1 or not _named(lane, &lane.nodes[zone.klass], b"datetime", 8,
-                                                               b"timezone", 8):
+        if zone.kind != K_CALL:
             return 1
-        delta = &lane.nodes[zone.start]
-        if delta.kind != K_CALL or delta.size != 3 or not _named(lane, &lane.nodes[delta.klass], b"datetime", 8,
-                                                                 b"timedelta", 9):
-            return 1
-        for j in range(3):
-            field = &lane.nodes[_argument(lane, delta, j)]
-            if field.kind != K_INT or not offset_field(field.integer):
+        if not _named(lane, &lane.nodes[zone.klass], b"pytz", 4, b"_p", 2):
+            m = _offset_text(lane, zone, text + n)
+            if m < 0:
                 return 1
-            parts[j] = field.integer
-        m = offset_text(text + n, parts[0], parts[1], parts[2])
-        if m < 0:
+            n += m
+            zone = NULL
+        elif not _pytz_arguments(lane, zone):
             return 1
-        n += m
     _write(out, b'{"@dt":"', 8)
     _write(out, text, n)
-    return _write(out, b'"}', 2)
+    if zone == NULL:
+        return _write(out, b'"}', 2)
+    return _write_pytz(lane, out, zone)
+
+
+cdef int _offset_text(Lane* lane, Node* zone, char* text) noexcept nogil:
+    """The offset of timezone(timedelta(days, seconds, microseconds)) or of pytz's UTC into text, as
+    _decode_known._tz_marker writes it; its length, or -1: another zone (the decoder's)."""
+    cdef Node* delta
+    cdef Node* field
+    cdef int64_t parts[3]
+    cdef Py_ssize_t j
+    if _named(lane, &lane.nodes[zone.klass], b"pytz", 4, b"_UTC", 4):
+        if zone.size:
+            return -1
+        memcpy(text, b"+00:00", 6)
+        return 6
+    if zone.size != 1 or not _named(lane, &lane.nodes[zone.klass], b"datetime", 8, b"timezone", 8):
+        return -1
+    delta = &lane.nodes[zone.start]
+    if delta.kind != K_CALL or delta.size != 3 or not _named(lane, &lane.nodes[delta.klass], b"datetime", 8,
+                                                             b"timedelta", 9):
+        return -1
+    for j in range(3):
+        field = &lane.nodes[_argument(lane, delta, j)]
+        if field.kind != K_INT or not offset_field(field.integer):
+            return -1
+        parts[j] = field.integer
+    return offset_text(text, parts[0], parts[1], parts[2])
+
+
+cdef inline bint _ascii_text(Lane* lane, Node* node) noexcept nogil:
+    """A K_TEXT node of ASCII without U+0000."""
+    cdef const unsigned char* p = lane.p + node.start
+    cdef Py_ssize_t j
+    if node.kind != K_TEXT:
+        return False
+    for j in range(node.size):
+        if p[j] == 0 or p[j] > 127:
+            return False
+    return True
+
+
+cdef bint _pytz_arguments(Lane* lane, Node* zone) noexcept nogil:
+    """pytz._p(zone name, ...): a first argument of ASCII text, the rest ASCII text or 64-bit ints."""
+    cdef Py_ssize_t child = zone.start
+    if zone.size == 0 or not _ascii_text(lane, &lane.nodes[child]):
+        return False
+    while child >= 0:
+        if lane.nodes[child].kind != K_INT and not _ascii_text(lane, &lane.nodes[child]):
+            return False
+        child = lane.nodes[child].next
+    return True
+
+
+cdef int _write_pytz(Lane* lane, Buffer* out, Node* zone) except -1:
+    """The rest of a datetime's marker with a pytz zone: ',"@tz":{"pytz":[...],"name":zone}}'."""
+    cdef Py_ssize_t child = zone.start
+    _write(out, b'","@tz":{"pytz":[', 17)
+    while child >= 0:
+        if child != zone.start:
+            _write_char(out, 44)  # ,
+        if _write_node(lane, out, child, 2):
+            return 1
+        child = lane.nodes[child].next
+    _write(out, b'],"name":', 9)
+    if _write_node(lane, out, zone.start, 2):
+        return 1
+    return _write(out, b"}}", 2)
 
 
 cdef int _write_int64(Buffer* out, int64_t x) except -1:
