@@ -21,7 +21,7 @@ from cpython.mem cimport PyMem_Free
 from cpython.bytes cimport PyBytes_AS_STRING
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport uint32_t, uint64_t
-from libc.stdlib cimport free, malloc, realloc
+from libc.stdlib cimport atoi, free, malloc, realloc
 from libc.math cimport fabs, signbit
 from libc.string cimport memcpy
 
@@ -60,6 +60,7 @@ ESCAPE[0x0C] = 2
 cdef const char* HEX = b"0123456789abcdef"
 cdef Py_ssize_t DEPTH_LIMIT = _jsontext_python.JSON_DEPTH_LIMIT  # deeper: the Python twin's writer decides
 cdef int F_NUL = _jsontext_python.F_NUL  # the decoder flag of U+0000 in some text
+cdef int F_EXP_FLOAT = _jsontext_python.F_EXP_FLOAT  # of a float that repr writes with an exponent
 
 
 cdef int _grow(Buffer* out, Py_ssize_t extra) noexcept nogil:
@@ -215,10 +216,11 @@ cdef double TWO_50 = 2.0 ** 50
 
 
 cdef int _write_float(Buffer* out, double x) except -1:
-    """repr(x), as json.dumps writes a float; 1 when only the Python twin's writer may write it."""
+    """A finite float as docs/format.md's "Float spelling" says for the PostgreSQL text (repr's shortest
+    digits; integral ones positional with .0, exponents without a plus); 1 for NaN and infinities."""
     cdef double ax = fabs(x), t
     cdef long long m
-    cdef int d, n
+    cdef int d
     cdef char* text
     if (1e-4 <= ax < 1e16) or (ax == 0.0 and not signbit(x)):
         # The fewest decimals d whose rounding m of x * 10**d reads back as x.
@@ -233,15 +235,69 @@ cdef int _write_float(Buffer* out, double x) except -1:
                 return _write_decimal(out, m, d, x < 0)
     text = PyOS_double_to_string(x, b'r', 0, Py_DTSF_ADD_DOT_0, NULL)
     try:
-        n = 0
-        while text[n]:
-            if text[n] == 101 or text[n] == 110 or text[n] == 105:  # e, nan, inf: the Python twin's
-                return 1
-            n += 1
-        _write(out, text, n)
+        return _write_repr(out, text)
     finally:
         PyMem_Free(text)
-    return 0
+
+
+cdef int _write_repr(Buffer* out, const char* text) except -1:
+    """repr's text of a float respelled as _common.float_text(value, False, True) does; 1 for nan, inf."""
+    cdef const char* digits
+    cdef int n = 0, point = -1, exponent = 0, exp_at = -1, last, count, k, kk, i
+    cdef bint negative = text[0] == 45
+    cdef char all_digits[32]
+    cdef char exponent_digits[8]
+    digits = text + 1 if negative else text
+    if digits[0] == 110 or digits[0] == 105:  # nan, inf
+        return 1
+    while digits[n]:
+        if digits[n] == 101:  # e
+            exp_at = n
+            break
+        n += 1
+    if exp_at < 0:  # positional already
+        return _write(out, text, (digits - text) + n)
+    exponent = atoi(digits + exp_at + 1)
+    count = 0
+    for i in range(exp_at):  # the mantissa's digits without its point
+        if digits[i] == 46:
+            point = i
+        else:
+            all_digits[count] = digits[i]
+            count += 1
+    last = count
+    while last > 1 and all_digits[last - 1] == 48:  # trailing zeros
+        last -= 1
+    # k: the decimal exponent of the last significant digit; kk: of the first, plus one.
+    k = exponent - ((exp_at - point - 1) if point >= 0 else 0) + (count - last)
+    n = last
+    kk = n + k
+    if negative:
+        _write_char(out, 45)
+    if k >= 0:
+        _write(out, all_digits, n)
+        for i in range(k):
+            _write_char(out, 48)
+        return _write(out, b".0", 2)
+    if 0 < kk <= 16:
+        _write(out, all_digits, kk)
+        _write_char(out, 46)
+        return _write(out, all_digits + kk, n - kk)
+    if -5 < kk <= 0:
+        _write(out, b"0.", 2)
+        for i in range(-kk):
+            _write_char(out, 48)
+        return _write(out, all_digits, n)
+    _write_char(out, all_digits[0])
+    if n > 1:
+        _write_char(out, 46)
+        _write(out, all_digits + 1, n - 1)
+    _write_char(out, 101)  # e
+    if kk - 1 < 0:
+        _write_char(out, 45)
+    i = <int>(_digits_before(exponent_digits + 8, <unsigned long long>(kk - 1 if kk >= 1 else 1 - kk))
+              - exponent_digits)
+    return _write(out, exponent_digits + i, 8 - i)
 
 
 cdef int _write_decimal(Buffer* out, long long m, int d, bint negative) except -1:
@@ -464,13 +520,13 @@ cpdef str pg_json_text(object state, int special):
     then written here: what is left is text of the common case.
     """
     cdef Buffer out
-    if special and special != F_NUL:
+    if special & ~(F_NUL | F_EXP_FLOAT):  # @f and @su: the Python twin
         return _jsontext_python.pg_json_text(materialized(state), special)
     out.data = out.inline
     out.size = 0
     out.capacity = INLINE_CAPACITY
     try:
-        written = sanitize_for_pg(materialized(state), surrogates=False) if special else state
+        written = sanitize_for_pg(materialized(state), surrogates=False) if special & F_NUL else state
         if _write_value(&out, written, 0):
             return _jsontext_python.pg_json_text(materialized(state), special)
         return _text(&out)

@@ -23,7 +23,7 @@ from ._common import (
     JSON_DEPTH_LIMIT, STDLIB_JSON_DEPTH, CodecError, b64encode, float_marker, float_text, has_surrogate,
     rebuild_tree,
 )
-from ._decode_common import F_FLOAT, F_NUL, F_SURROGATE
+from ._decode_common import F_EXP_FLOAT, F_FLOAT, F_NUL, F_SURROGATE  # noqa: F401 (F_EXP_FLOAT: for _jsontext_cython)
 from ._decode_known import check_class_names
 from ._known import marker_kind
 

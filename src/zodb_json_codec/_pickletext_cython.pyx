@@ -16,17 +16,21 @@ the Python twin's output is the definition (``tests/test_twins.py``).
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
-from libc.math cimport fabs, isfinite, signbit
+from libc.math cimport isinf, isnan, signbit
 from libc.stdint cimport int64_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
-from libc.string cimport memcmp, memcpy, memset
+from libc.string cimport memcmp, memcpy, memset, strlen
 
-from ._jsontext_cython cimport (INLINE_CAPACITY, Buffer, _digits_before, _reserve, _text, _write, _write_char,
-                                _write_float, _write_utf8, clean_utf8)
 from ._classnames cimport BTREE_IS_MAP, BTREE_IS_TREE
 from ._datetext cimport date_state_text, datetime_state_text, offset_field, offset_text
+from ._jsontext_cython cimport (INLINE_CAPACITY, Buffer, _digits_before, _reserve, _text, _write, _write_char,
+                                _write_float, _write_utf8, clean_utf8)
 from ._opcodes cimport Opcode as Op
 from ._pickletext_cython cimport ClassPickle
+
+
+cdef extern from "_utf8.h":
+    Py_ssize_t zjc_utf8_prefix(const unsigned char* p, Py_ssize_t n, int no_nul) noexcept nogil
 
 
 cdef enum Kind:
@@ -261,10 +265,9 @@ cdef Py_ssize_t _read_bigint(Lane* lane, Py_ssize_t pos, Py_ssize_t n) noexcept 
 
 
 cdef Py_ssize_t _read_float(Lane* lane, Py_ssize_t pos) noexcept nogil:
-    """A K_FLOAT node of BINFLOAT's big-endian double, if repr spells it positionally and JSON holds it:
-    finite, not -0.0, 1e-4 <= |x| < 1e16 or 0.0 (the rest takes the decoder's flags and markers)."""
+    """A K_FLOAT node of BINFLOAT's big-endian double."""
     cdef uint64_t bits = 0
-    cdef double x, ax
+    cdef double x
     cdef int k
     cdef Py_ssize_t i
     if 8 > lane.end - pos:
@@ -272,9 +275,6 @@ cdef Py_ssize_t _read_float(Lane* lane, Py_ssize_t pos) noexcept nogil:
     for k in range(8):
         bits = (bits << 8) | lane.p[pos + k]
     memcpy(&x, &bits, 8)
-    ax = fabs(x)
-    if not isfinite(x) or (x == 0.0 and signbit(x)) or (ax != 0.0 and not (1e-4 <= ax < 1e16)):
-        return -1
     i = _new_node(lane, K_FLOAT)
     if i < 0:
         return -1
@@ -600,12 +600,12 @@ cdef Py_ssize_t _read_state(Lane* lane, Py_ssize_t pos) noexcept nogil:
 cdef const char* B64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 
 
-cdef int _write_base64(Buffer* out, const unsigned char* p, Py_ssize_t n) except -1:
-    """{"@b": "<base64>"}, padded as base64.b64encode pads."""
+cdef int _write_base64(Buffer* out, const char* marker, const unsigned char* p, Py_ssize_t n) except -1:
+    """{"@b": "<base64>"} (marker is '{"@b":"', or '{"@ns":"'), padded as base64.b64encode pads."""
     cdef Py_ssize_t i = 0
     cdef unsigned int v
     cdef char* o
-    _write(out, b'{"@b":"', 7)
+    _write(out, marker, strlen(marker))
     _reserve(out, (n + 2) // 3 * 4 + 2)
     o = out.data + out.size
     while i + 3 <= n:
@@ -990,22 +990,42 @@ cdef bint _plain_keys(Lane* lane, Node* d) except -1:
     return not duplicate
 
 
+cdef int _write_text(Lane* lane, Buffer* out, Node* text, bint value) except -1:
+    """A JSON string of valid UTF-8 without U+0000; a value with U+0000 as {"@ns": base64 of its UTF-8};
+    1 for the rest (a key with U+0000 becomes "@ns:...", lone surrogates @su: the decoder's)."""
+    cdef const unsigned char* p = lane.p + text.start
+    if _plain_ascii(p, text.size) or clean_utf8(p, text.size):
+        return _write_utf8(out, p, text.size)
+    if value and zjc_utf8_prefix(p, text.size, 0) == text.size:
+        return _write_base64(out, b'{"@ns":"', p, text.size)
+    return 1
+
+
+cdef int _write_pg_float(Buffer* out, double x) except -1:
+    """A float as JSON text, or {"@f": ...} for one PostgreSQL cannot hold as a number (docs/format.md)."""
+    if isnan(x):
+        return _write(out, b'{"@f":"nan"}', 12)
+    if isinf(x):
+        return _write(out, b'{"@f":"inf"}' if x > 0 else b'{"@f":"-inf"}', 12 if x > 0 else 13)
+    if x == 0.0 and signbit(x):
+        return _write(out, b'{"@f":"-0.0"}', 13)
+    return _write_float(out, x)
+
+
 cdef int _write_node(Lane* lane, Buffer* out, Py_ssize_t i, int depth) except -1:
     """Write node i as JSON text; 1: not for the lane after all (a key the rules look at, too deep)."""
     cdef Node* node = &lane.nodes[i]
     cdef Kind kind = node.kind
     cdef Py_ssize_t child
     cdef bint first = True
-    if kind == K_TEXT:  # valid UTF-8 without U+0000 only (else @ns, @su or an error)
-        if not _plain_ascii(lane.p + node.start, node.size) and not clean_utf8(lane.p + node.start, node.size):
-            return 1
-        return _write_utf8(out, lane.p + node.start, node.size)
+    if kind == K_TEXT:
+        return _write_text(lane, out, node, True)
     if kind == K_INT:
         return _write_int64(out, node.integer)
     if kind == K_FLOAT:
-        return _write_float(out, node.number)
+        return _write_pg_float(out, node.number)
     if kind == K_BYTES:
-        return _write_base64(out, lane.p + node.start, node.size)
+        return _write_base64(out, b'{"@b":"', lane.p + node.start, node.size)
     if kind == K_REF:
         return _write_ref(lane, out, node)
     if kind == K_CALL:
@@ -1035,7 +1055,8 @@ cdef int _write_node(Lane* lane, Buffer* out, Py_ssize_t i, int depth) except -1
         if not first:
             _write_char(out, 44)  # ,
         first = False
-        if _write_node(lane, out, child, depth + 1):
+        if _write_node(lane, out, child, depth + 1) if kind != K_DICT else _write_text(lane, out, &lane.nodes[child],
+                                                                                        False):
             return 1
         child = lane.nodes[child].next
         if kind == K_DICT:  # the value after its key
