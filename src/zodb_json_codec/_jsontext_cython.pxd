@@ -36,7 +36,8 @@ cdef struct Buffer:
 
 cdef int _grow(Buffer* out, Py_ssize_t extra) noexcept nogil
 cdef int _write_utf8(Buffer* out, const unsigned char* p, Py_ssize_t n) except -1
-cdef int _write_float(Buffer* out, double x) except -1
+cdef int _write_float(Buffer* out, double x) noexcept nogil
+cdef int _escape_utf8(Buffer* out, const unsigned char* p, Py_ssize_t n) noexcept nogil
 cdef str _text(Buffer* out)
 
 
@@ -62,7 +63,24 @@ cdef inline int _write_char(Buffer* out, char c) except -1:
     return 0
 
 
-cdef inline char* _digits_before(char* end, unsigned long long u) noexcept:
+# _write and _write_char without the GIL: -1 when memory runs out (nothing raised).
+cdef inline int _put(Buffer* out, const char* text, Py_ssize_t n) noexcept nogil:
+    if out.size + n > out.capacity and _grow(out, n) < 0:
+        return -1
+    memcpy(out.data + out.size, text, n)
+    out.size += n
+    return 0
+
+
+cdef inline int _put_char(Buffer* out, char c) noexcept nogil:
+    if out.size + 1 > out.capacity and _grow(out, 1) < 0:
+        return -1
+    out.data[out.size] = c
+    out.size += 1
+    return 0
+
+
+cdef inline char* _digits_before(char* end, unsigned long long u) noexcept nogil:
     """Write the decimal digits of u just before end; where they start."""
     while True:
         end -= 1

@@ -23,8 +23,8 @@ from libc.string cimport memcmp, memcpy, memset, strlen
 
 from ._classnames cimport BTREE_IS_MAP, BTREE_IS_TREE
 from ._datetext cimport date_state_text, datetime_state_text, offset_field, offset_text
-from ._jsontext_cython cimport (INLINE_CAPACITY, Buffer, _digits_before, _reserve, _text, _write, _write_char,
-                                _write_float, _write_utf8, clean_utf8)
+from ._jsontext_cython cimport (INLINE_CAPACITY, Buffer, _digits_before, _escape_utf8, _grow, _put, _put_char,
+                                _text, _write_float)
 from ._opcodes cimport Opcode as Op
 from ._pickletext_cython cimport ClassPickle
 
@@ -73,6 +73,7 @@ cdef enum:
     INLINE_SLOTS = 64        # stack, marks and memo entries
     MAX_MEMO_INDEX = 1 << 16  # a LONG_BINPUT beyond: the usual way
     SMALL_DICT = 8           # up to this many keys, duplicates are found by comparing every pair
+    NOGIL_RECORD = 4096      # records from this size on are walked and written with the GIL released
 
 
 cdef struct Slots:  # a growable array of indices (the stack, the marks, the memo), inline while small
@@ -594,20 +595,48 @@ cdef Py_ssize_t _read_state(Lane* lane, Py_ssize_t pos) noexcept nogil:
 
 
 # ---------------------------------------------------------------------------
-# Writing the nodes as JSON text
+# Writing the nodes as JSON text, without the GIL.  The writers return 1 for
+# what turns out not to be the lane's; when memory runs out, out.failed is set
+# and the lane declines too (the decoder then raises MemoryError if memory stays
+# short).
 # ---------------------------------------------------------------------------
+
+cdef struct Out:
+    Buffer buffer
+    bint failed
+
+
+cdef inline int _emit(Out* out, const char* text, Py_ssize_t n) noexcept nogil:
+    if _put(&out.buffer, text, n) < 0:
+        out.failed = True
+    return 0
+
+
+cdef inline int _emit_char(Out* out, char c) noexcept nogil:
+    if _put_char(&out.buffer, c) < 0:
+        out.failed = True
+    return 0
+
+
+cdef inline int _emit_utf8(Out* out, const unsigned char* p, Py_ssize_t n) noexcept nogil:
+    """Valid UTF-8 as a JSON string (escaped)."""
+    if _escape_utf8(&out.buffer, p, n) < 0:
+        out.failed = True
+    return 0
 
 cdef const char* B64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 
 
-cdef int _write_base64(Buffer* out, const char* marker, const unsigned char* p, Py_ssize_t n) except -1:
+cdef int _write_base64(Out* out, const char* marker, const unsigned char* p, Py_ssize_t n) noexcept nogil:
     """{"@b": "<base64>"} (marker is '{"@b":"', or '{"@ns":"'), padded as base64.b64encode pads."""
     cdef Py_ssize_t i = 0
     cdef unsigned int v
     cdef char* o
-    _write(out, marker, strlen(marker))
-    _reserve(out, (n + 2) // 3 * 4 + 2)
-    o = out.data + out.size
+    _emit(out, marker, strlen(marker))
+    if _grow(&out.buffer, (n + 2) // 3 * 4 + 2) < 0:
+        out.failed = True
+        return 0
+    o = out.buffer.data + out.buffer.size
     while i + 3 <= n:
         v = (<unsigned int>p[i] << 16) | (<unsigned int>p[i + 1] << 8) | p[i + 2]
         o[0] = B64[v >> 18]
@@ -623,38 +652,40 @@ cdef int _write_base64(Buffer* out, const char* marker, const unsigned char* p, 
         o[2] = B64[(v >> 6) & 63] if i + 1 < n else 61  # =
         o[3] = 61
         o += 4
-    out.size = o - out.data
-    return _write(out, b'"}', 2)
+    out.buffer.size = o - out.buffer.data
+    return _emit(out, b'"}', 2)
 
 
 cdef const char* HEX = b"0123456789abcdef"
 
 
-cdef int _write_ref(Lane* lane, Buffer* out, Node* ref) except -1:
+cdef int _write_ref(Lane* lane, Out* out, Node* ref) noexcept nogil:
     """{"@ref": ["<16 hex digits>", "module.Name"]} or {"@ref": "<16 hex digits>"}."""
     cdef const unsigned char* oid = lane.p + ref.start
     cdef Node* klass
     cdef char* o
     cdef int k
-    _write(out, b'{"@ref":', 8)
+    _emit(out, b'{"@ref":', 8)
     if ref.klass >= 0:
-        _write_char(out, 91)  # [
-    _reserve(out, 18)
-    o = out.data + out.size
+        _emit_char(out, 91)  # [
+    if _grow(&out.buffer, 18) < 0:
+        out.failed = True
+        return 0
+    o = out.buffer.data + out.buffer.size
     o[0] = 34  # "
     for k in range(8):
         o[1 + 2 * k] = HEX[oid[k] >> 4]
         o[2 + 2 * k] = HEX[oid[k] & 15]
     o[17] = 34
-    out.size += 18
+    out.buffer.size += 18
     if ref.klass < 0:
-        return _write_char(out, 125)  # }
+        return _emit_char(out, 125)  # }
     klass = &lane.nodes[ref.klass]
-    _write(out, b',"', 2)
-    _write(out, <const char*>lane.p + klass.start, klass.size)
-    _write_char(out, 46)  # .
-    _write(out, <const char*>lane.p + klass.name_start, klass.name_size)
-    return _write(out, b'"]}', 3)
+    _emit(out, b',"', 2)
+    _emit(out, <const char*>lane.p + klass.start, klass.size)
+    _emit_char(out, 46)  # .
+    _emit(out, <const char*>lane.p + klass.name_start, klass.name_size)
+    return _emit(out, b'"]}', 3)
 
 
 cdef inline bint _named(Lane* lane, Node* klass, const char* module, Py_ssize_t module_size,
@@ -673,7 +704,7 @@ cdef inline Py_ssize_t _argument(Lane* lane, Node* call, Py_ssize_t k) noexcept 
     return i
 
 
-cdef int _write_call(Lane* lane, Buffer* out, Node* call, int depth) except -1:
+cdef int _write_call(Lane* lane, Out* out, Node* call, int depth) noexcept nogil:
     """The marker of a call of a known type, in the shapes _decode_cython._recognize reads in C
     (docs/format.md, "Known types"); 1: any other call (its rules are the decoder's)."""
     cdef Node* klass = &lane.nodes[call.klass]
@@ -690,15 +721,15 @@ cdef int _write_call(Lane* lane, Buffer* out, Node* call, int depth) except -1:
     if _named(lane, klass, b"datetime", 8, b"timedelta", 9):
         if call.size != 3:
             return 1
-        _write(out, b'{"@td":[', 8)
+        _emit(out, b'{"@td":[', 8)
         for j in range(3):
             arg = &lane.nodes[_argument(lane, call, j)]
             if arg.kind != K_INT:
                 return 1
             if j:
-                _write_char(out, 44)  # ,
+                _emit_char(out, 44)  # ,
             _write_int64(out, arg.integer)
-        return _write(out, b"]}", 2)
+        return _emit(out, b"]}", 2)
     if _named(lane, klass, b"decimal", 7, b"Decimal", 7):
         if call.size != 1 or arg.kind != K_TEXT:
             return 1
@@ -706,16 +737,16 @@ cdef int _write_call(Lane* lane, Buffer* out, Node* call, int depth) except -1:
         for j in range(arg.size):
             if text[j] == 0 or text[j] > 127:  # ASCII without U+0000 only
                 return 1
-        _write(out, b'{"@dec":', 8)
-        _write_utf8(out, text, arg.size)
-        return _write_char(out, 125)  # }
+        _emit(out, b'{"@dec":', 8)
+        _emit_utf8(out, text, arg.size)
+        return _emit_char(out, 125)  # }
     if _named(lane, klass, b"builtins", 8, b"set", 3) or _named(lane, klass, b"builtins", 8, b"frozenset", 9):
         if call.size != 1 or arg.kind != K_LIST:
             return 1
-        _write(out, b'{"@set":' if klass.name_size == 3 else b'{"@fset":', 8 if klass.name_size == 3 else 9)
+        _emit(out, b'{"@set":' if klass.name_size == 3 else b'{"@fset":', 8 if klass.name_size == 3 else 9)
         if _write_node(lane, out, call.start, depth + 1):
             return 1
-        return _write_char(out, 125)
+        return _emit_char(out, 125)
     return 1
 
 
@@ -751,7 +782,7 @@ cdef bint _uuid_bytes(Lane* lane, Node* state, unsigned char* be) noexcept nogil
     return True
 
 
-cdef int _write_uuid(Buffer* out, const unsigned char* be) except -1:
+cdef int _write_uuid(Out* out, const unsigned char* be) noexcept nogil:
     """{"@uuid": "8-4-4-4-12 hex digits"}."""
     cdef char text[36]
     cdef int k, at = 0
@@ -762,12 +793,12 @@ cdef int _write_uuid(Buffer* out, const unsigned char* be) except -1:
         text[at] = HEX[be[k] >> 4]
         text[at + 1] = HEX[be[k] & 15]
         at += 2
-    _write(out, b'{"@uuid":"', 10)
-    _write(out, text, 36)
-    return _write(out, b'"}', 2)
+    _emit(out, b'{"@uuid":"', 10)
+    _emit(out, text, 36)
+    return _emit(out, b'"}', 2)
 
 
-cdef int _write_instance(Lane* lane, Buffer* out, Node* obj, int depth) except -1:
+cdef int _write_instance(Lane* lane, Out* out, Node* obj, int depth) noexcept nogil:
     """NEWOBJ then BUILD: {"@cls": [module, name], "@s": state}, the state {"@args": {"@t": [...]},
     "@state": state} when there are arguments; a UUID of the usual state as {"@uuid": ...}.  1: not built,
     or a BTrees class (its state rules are the decoder's)."""
@@ -779,29 +810,29 @@ cdef int _write_instance(Lane* lane, Buffer* out, Node* obj, int depth) except -
     if obj.size == 0 and _named(lane, klass, b"uuid", 4, b"UUID", 4) and \
             _uuid_bytes(lane, &lane.nodes[obj.state], be):
         return _write_uuid(out, be)
-    _write(out, b'{"@cls":["', 10)
-    _write(out, <const char*>lane.p + klass.start, klass.size)
-    _write(out, b'","', 3)
-    _write(out, <const char*>lane.p + klass.name_start, klass.name_size)
-    _write(out, b'"],"@s":', 8)
+    _emit(out, b'{"@cls":["', 10)
+    _emit(out, <const char*>lane.p + klass.start, klass.size)
+    _emit(out, b'","', 3)
+    _emit(out, <const char*>lane.p + klass.name_start, klass.name_size)
+    _emit(out, b'"],"@s":', 8)
     if obj.size:
-        _write(out, b'{"@args":{"@t":[', 16)
+        _emit(out, b'{"@args":{"@t":[', 16)
         child = obj.start
         while child >= 0:
             if child != obj.start:
-                _write_char(out, 44)  # ,
+                _emit_char(out, 44)  # ,
             if _write_node(lane, out, child, depth + 2):
                 return 1
             child = lane.nodes[child].next
-        _write(out, b']},"@state":', 12)
+        _emit(out, b']},"@state":', 12)
     if _write_node(lane, out, obj.state, depth + 1):
         return 1
     if obj.size:
-        _write_char(out, 125)  # }
-    return _write_char(out, 125)
+        _emit_char(out, 125)  # }
+    return _emit_char(out, 125)
 
 
-cdef int _write_date(Buffer* out, Lane* lane, Node* state) except -1:
+cdef int _write_date(Out* out, Lane* lane, Node* state) noexcept nogil:
     cdef char text[16]
     cdef int n
     if state.kind != K_BYTES or state.size != 4:
@@ -809,12 +840,12 @@ cdef int _write_date(Buffer* out, Lane* lane, Node* state) except -1:
     n = date_state_text(text, lane.p + state.start)
     if n < 0:
         return 1
-    _write(out, b'{"@date":"', 10)
-    _write(out, text, n)
-    return _write(out, b'"}', 2)
+    _emit(out, b'{"@date":"', 10)
+    _emit(out, text, n)
+    return _emit(out, b'"}', 2)
 
 
-cdef int _write_datetime(Lane* lane, Buffer* out, Node* call) except -1:
+cdef int _write_datetime(Lane* lane, Out* out, Node* call) noexcept nogil:
     """{"@dt": text}: a naive datetime, or one with a fixed offset (timezone(timedelta(...)), pytz's UTC)
     in the text; {"@dt": text, "@tz": {"pytz": [...], "name": zone}} with a pytz zone."""
     cdef char text[72]
@@ -838,10 +869,10 @@ cdef int _write_datetime(Lane* lane, Buffer* out, Node* call) except -1:
             zone = NULL
         elif not _pytz_arguments(lane, zone):
             return 1
-    _write(out, b'{"@dt":"', 8)
-    _write(out, text, n)
+    _emit(out, b'{"@dt":"', 8)
+    _emit(out, text, n)
     if zone == NULL:
-        return _write(out, b'"}', 2)
+        return _emit(out, b'"}', 2)
     return _write_pytz(lane, out, zone)
 
 
@@ -895,30 +926,30 @@ cdef bint _pytz_arguments(Lane* lane, Node* zone) noexcept nogil:
     return True
 
 
-cdef int _write_pytz(Lane* lane, Buffer* out, Node* zone) except -1:
+cdef int _write_pytz(Lane* lane, Out* out, Node* zone) noexcept nogil:
     """The rest of a datetime's marker with a pytz zone: ',"@tz":{"pytz":[...],"name":zone}}'."""
     cdef Py_ssize_t child = zone.start
-    _write(out, b'","@tz":{"pytz":[', 17)
+    _emit(out, b'","@tz":{"pytz":[', 17)
     while child >= 0:
         if child != zone.start:
-            _write_char(out, 44)  # ,
+            _emit_char(out, 44)  # ,
         if _write_node(lane, out, child, 2):
             return 1
         child = lane.nodes[child].next
-    _write(out, b'],"name":', 9)
+    _emit(out, b'],"name":', 9)
     if _write_node(lane, out, zone.start, 2):
         return 1
-    return _write(out, b"}}", 2)
+    return _emit(out, b"}}", 2)
 
 
-cdef int _write_int64(Buffer* out, int64_t x) except -1:
+cdef int _write_int64(Out* out, int64_t x) noexcept nogil:
     cdef char digits[24]
     cdef unsigned long long u = <unsigned long long>(-(x + 1)) + 1 if x < 0 else <unsigned long long>x
     cdef int i = <int>(_digits_before(digits + 24, u) - digits)
     if x < 0:
         i -= 1
         digits[i] = 45  # -
-    return _write(out, digits + i, 24 - i)
+    return _emit(out, digits + i, 24 - i)
 
 
 cdef inline uint64_t _key_hash(const unsigned char* p, Py_ssize_t n) noexcept nogil:
@@ -975,7 +1006,7 @@ cdef int _has_duplicate_key(Lane* lane, Node* d) noexcept nogil:
         free(table)
 
 
-cdef bint _plain_keys(Lane* lane, Node* d) except -1:
+cdef bint _plain_keys(Lane* lane, Node* d) noexcept nogil:
     """Are the dict's keys text the rules need not look at: none starting with "@" (a marker, an escaped
     key), none repeated?"""
     cdef Py_ssize_t i = d.start
@@ -985,34 +1016,34 @@ cdef bint _plain_keys(Lane* lane, Node* d) except -1:
             return False
         i = lane.nodes[lane.nodes[i].next].next
     duplicate = _has_duplicate_key(lane, d)
-    if duplicate < 0:
-        raise MemoryError()
-    return not duplicate
+    return duplicate == 0  # -1, out of memory: the decoder's (it raises MemoryError if memory stays short)
 
 
-cdef int _write_text(Lane* lane, Buffer* out, Node* text, bint value) except -1:
+cdef int _write_text(Lane* lane, Out* out, Node* text, bint value) noexcept nogil:
     """A JSON string of valid UTF-8 without U+0000; a value with U+0000 as {"@ns": base64 of its UTF-8};
     1 for the rest (a key with U+0000 becomes "@ns:...", lone surrogates @su: the decoder's)."""
     cdef const unsigned char* p = lane.p + text.start
-    if _plain_ascii(p, text.size) or clean_utf8(p, text.size):
-        return _write_utf8(out, p, text.size)
+    if _plain_ascii(p, text.size) or zjc_utf8_prefix(p, text.size, 1) == text.size:
+        return _emit_utf8(out, p, text.size)
     if value and zjc_utf8_prefix(p, text.size, 0) == text.size:
         return _write_base64(out, b'{"@ns":"', p, text.size)
     return 1
 
 
-cdef int _write_pg_float(Buffer* out, double x) except -1:
+cdef int _write_pg_float(Out* out, double x) noexcept nogil:
     """A float as JSON text, or {"@f": ...} for one PostgreSQL cannot hold as a number (docs/format.md)."""
     if isnan(x):
-        return _write(out, b'{"@f":"nan"}', 12)
+        return _emit(out, b'{"@f":"nan"}', 12)
     if isinf(x):
-        return _write(out, b'{"@f":"inf"}' if x > 0 else b'{"@f":"-inf"}', 12 if x > 0 else 13)
+        return _emit(out, b'{"@f":"inf"}' if x > 0 else b'{"@f":"-inf"}', 12 if x > 0 else 13)
     if x == 0.0 and signbit(x):
-        return _write(out, b'{"@f":"-0.0"}', 13)
-    return _write_float(out, x)
+        return _emit(out, b'{"@f":"-0.0"}', 13)
+    if _write_float(&out.buffer, x):  # not NaN or an infinity: out of memory
+        out.failed = True
+    return 0
 
 
-cdef int _write_node(Lane* lane, Buffer* out, Py_ssize_t i, int depth) except -1:
+cdef int _write_node(Lane* lane, Out* out, Py_ssize_t i, int depth) noexcept nogil:
     """Write node i as JSON text; 1: not for the lane after all (a key the rules look at, too deep)."""
     cdef Node* node = &lane.nodes[i]
     cdef Kind kind = node.kind
@@ -1037,38 +1068,38 @@ cdef int _write_node(Lane* lane, Buffer* out, Py_ssize_t i, int depth) except -1
     if kind == K_CLASS:  # a class as a value: {"@cls": [...]}
         return 1
     if kind == K_NULL:
-        return _write(out, b"null", 4)
+        return _emit(out, b"null", 4)
     if kind == K_TRUE:
-        return _write(out, b"true", 4)
+        return _emit(out, b"true", 4)
     if kind == K_FALSE:
-        return _write(out, b"false", 5)
+        return _emit(out, b"false", 5)
     if depth >= MAX_LANE_DEPTH or (kind == K_DICT and not _plain_keys(lane, node)):
         return 1
     if kind == K_DICT:
-        _write_char(out, 123)  # {
+        _emit_char(out, 123)  # {
     elif kind == K_LIST:
-        _write_char(out, 91)  # [
+        _emit_char(out, 91)  # [
     else:
-        _write(out, b'{"@t":[', 7)
+        _emit(out, b'{"@t":[', 7)
     child = node.start
     while child >= 0:
         if not first:
-            _write_char(out, 44)  # ,
+            _emit_char(out, 44)  # ,
         first = False
         if _write_node(lane, out, child, depth + 1) if kind != K_DICT else _write_text(lane, out, &lane.nodes[child],
                                                                                         False):
             return 1
         child = lane.nodes[child].next
         if kind == K_DICT:  # the value after its key
-            _write_char(out, 58)  # :
+            _emit_char(out, 58)  # :
             if _write_node(lane, out, child, depth + 1):
                 return 1
             child = lane.nodes[child].next
     if kind == K_DICT:
-        return _write_char(out, 125)  # }
+        return _emit_char(out, 125)  # }
     if kind == K_LIST:
-        return _write_char(out, 93)  # ]
-    return _write(out, b"]}", 2)
+        return _emit_char(out, 93)  # ]
+    return _emit(out, b"]}", 2)
 
 
 cdef list _refs(Lane* lane):
@@ -1091,42 +1122,42 @@ cdef inline Py_ssize_t _only_tuple_child(Lane* lane, Py_ssize_t i) noexcept nogi
     return -1
 
 
-cdef int _write_flat(Lane* lane, Buffer* out, Py_ssize_t flat, bint is_map) except -1:
+cdef int _write_flat(Lane* lane, Out* out, Py_ssize_t flat, bint is_map) noexcept nogil:
     """A bucket's or set's items: {"@kv": [[k, v], ...]} or {"@ks": [k, ...]}, without the closing brace
     (an "@next" may follow); 1: a map's items of odd count (the generic form: the usual way)."""
     cdef Py_ssize_t child = lane.nodes[flat].start
     cdef bint first = True
     if not is_map:
-        _write(out, b'{"@ks":[', 8)
+        _emit(out, b'{"@ks":[', 8)
     elif lane.nodes[flat].size % 2:
         return 1
     else:
-        _write(out, b'{"@kv":[', 8)
+        _emit(out, b'{"@kv":[', 8)
     while child >= 0:
         if not first:
-            _write_char(out, 44)  # ,
+            _emit_char(out, 44)  # ,
         first = False
         if is_map:
-            _write_char(out, 91)  # [
+            _emit_char(out, 91)  # [
         if _write_node(lane, out, child, 2):
             return 1
         child = lane.nodes[child].next
         if is_map:
-            _write_char(out, 44)
+            _emit_char(out, 44)
             if _write_node(lane, out, child, 2):
                 return 1
             child = lane.nodes[child].next
-            _write_char(out, 93)  # ]
-    return _write_char(out, 93)
+            _emit_char(out, 93)  # ]
+    return _emit_char(out, 93)
 
 
-cdef int _write_btree_state(Lane* lane, Buffer* out, Py_ssize_t root, int btree) except -1:
+cdef int _write_btree_state(Lane* lane, Out* out, Py_ssize_t root, int btree) noexcept nogil:
     """The state of a BTrees class, flattened as docs/format.md ("BTrees") and _decode_known.btree_state
     say; 1: a shape the lane leaves to the decoder (it writes those as plain values)."""
     cdef Py_ssize_t first, second = -1, flat = -1, child
     cdef Node* state = &lane.nodes[root]
     if state.kind != K_TUPLE or state.size == 0 or state.size > 2:
-        return 1 if state.kind != K_NULL else _write(out, b"null", 4)
+        return 1 if state.kind != K_NULL else _emit(out, b"null", 4)
     first = state.start
     if state.size == 2:
         second = lane.nodes[first].next
@@ -1138,7 +1169,7 @@ cdef int _write_btree_state(Lane* lane, Buffer* out, Py_ssize_t root, int btree)
                 return 1
             if _write_flat(lane, out, flat, btree & BTREE_IS_MAP):
                 return 1
-            return _write_char(out, 125)  # }
+            return _emit_char(out, 125)  # }
         if lane.nodes[first].kind != K_TUPLE:  # ((child, key, child, ...), first bucket)
             return 1
         child = lane.nodes[first].start
@@ -1146,25 +1177,25 @@ cdef int _write_btree_state(Lane* lane, Buffer* out, Py_ssize_t root, int btree)
             child = lane.nodes[child].next
         if child < 0:
             return 1
-        _write(out, b'{"@children":[', 14)
+        _emit(out, b'{"@children":[', 14)
         child = lane.nodes[first].start
         while child >= 0:
             if child != lane.nodes[first].start:
-                _write_char(out, 44)
+                _emit_char(out, 44)
             if _write_node(lane, out, child, 2):
                 return 1
             child = lane.nodes[child].next
-        _write(out, b'],"@first":', 11)
+        _emit(out, b'],"@first":', 11)
         if _write_node(lane, out, second, 1):
             return 1
-        return _write_char(out, 125)
+        return _emit_char(out, 125)
     if lane.nodes[first].kind != K_TUPLE or _write_flat(lane, out, first, btree & BTREE_IS_MAP):
         return 1  # ((items), next bucket) or ((items),)
     if second >= 0:
-        _write(out, b',"@next":', 9)
+        _emit(out, b',"@next":', 9)
         if _write_node(lane, out, second, 1):
             return 1
-    return _write_char(out, 125)
+    return _emit_char(out, 125)
 
 
 # ---------------------------------------------------------------------------
@@ -1216,10 +1247,12 @@ cdef object plain_state_text(bytes data, ClassPickle* klass, int btree):
 
 
 cdef object lane_text(bytes data, ClassPickle* klass, int btree):
-    """plain_state_text, always walking the state (the tests call this)."""
+    """plain_state_text, always walking the state (the tests call this).  The walk and the writing touch
+    no Python object: for a record of NOGIL_RECORD bytes and more they run with the GIL released, so
+    that threads storing big objects run at once."""
     cdef Lane lane
-    cdef Buffer out
-    cdef Py_ssize_t root
+    cdef Out out
+    cdef bint taken
     lane.p = <const unsigned char*>PyBytes_AS_STRING(data)
     lane.end = PyBytes_GET_SIZE(data)
     lane.nodes = lane.inline_nodes
@@ -1229,24 +1262,38 @@ cdef object lane_text(bytes data, ClassPickle* klass, int btree):
     _init_slots(&lane.marks)
     _init_slots(&lane.memo)
     _init_slots(&lane.refs)
-    out.data = out.inline
-    out.size = 0
-    out.capacity = INLINE_CAPACITY
+    out.buffer.data = out.buffer.inline
+    out.buffer.size = 0
+    out.buffer.capacity = INLINE_CAPACITY
+    out.failed = False
     try:
-        if _class_memo(&lane, klass) < 0:
+        if lane.end >= NOGIL_RECORD:
+            with nogil:
+                taken = _walk_and_write(&lane, &out, klass, btree)
+        else:
+            taken = _walk_and_write(&lane, &out, klass, btree)
+        if not taken:
             return None
-        root = _read_state(&lane, klass.stop)
-        if root < 0:
-            return None
-        if _write_btree_state(&lane, &out, root, btree) if btree else _write_node(&lane, &out, root, 0):
-            return None
-        return _text(&out), _refs(&lane)
+        return _text(&out.buffer), _refs(&lane)
     finally:
-        if out.data != out.inline:
-            free(out.data)
+        if out.buffer.data != out.buffer.inline:
+            free(out.buffer.data)
         if lane.nodes != lane.inline_nodes:
             free(lane.nodes)
         _free_slots(&lane.stack)
         _free_slots(&lane.marks)
         _free_slots(&lane.memo)
         _free_slots(&lane.refs)
+
+
+cdef bint _walk_and_write(Lane* lane, Out* out, ClassPickle* klass, int btree) noexcept nogil:
+    """Read the state pickle into nodes and write them: is the text whole and the lane's?"""
+    cdef Py_ssize_t root
+    if _class_memo(lane, klass) < 0:
+        return False
+    root = _read_state(lane, klass.stop)
+    if root < 0:
+        return False
+    if _write_btree_state(lane, out, root, btree) if btree else _write_node(lane, out, root, 0):
+        return False
+    return not out.failed
