@@ -100,7 +100,8 @@ rich_values = st.recursive(
     st.one_of(plain_leaves, known_leaves),
     lambda children: st.one_of(st.lists(children, max_size=4), st.lists(children, max_size=3).map(tuple),
                                st.dictionaries(plain_keys, children, max_size=4),
-                               st.builds(lambda d: Plain(**d), st.dictionaries(st.sampled_from("abc"), children, min_size=1))),
+                               st.builds(lambda d: Plain(**d),
+                                         st.dictionaries(st.sampled_from("abc"), children, min_size=1))),
     max_leaves=16)
 
 
