@@ -1932,9 +1932,10 @@ def decode_zodb_record_for_pg_json(data):
     if type(data) is bytes:
         names = _usual_class_names(<bytes>data, &klass)
         if names is not None:
-            plain = plain_state_text(<bytes>data, &klass, btree_bits(<str>names[0], <str>names[1]))
-            if plain is not None:
-                return names[0], names[1], plain[0], plain[1]
+            refs = []
+            text = plain_state_text(<bytes>data, &klass, btree_bits(<str>names[0], <str>names[1]), refs)
+            if text is not None:
+                return names[0], names[1], text, refs
     ctx = _decode_record(data, True, names, &klass)
     _check_class_names(ctx.module, ctx.name)
     try:
@@ -1951,8 +1952,9 @@ def _direct_lane_record(data):
     names = _usual_class_names(data, &klass)
     if names is None:
         return None
-    plain = lane_text(data, &klass, btree_bits(<str>names[0], <str>names[1]))
-    return None if plain is None else (names[0], names[1], plain[0], plain[1])
+    refs = []
+    text = lane_text(data, &klass, btree_bits(<str>names[0], <str>names[1]), refs)
+    return None if text is None else (names[0], names[1], text, refs)
 
 
 cdef tuple _decode_pickle(object data):

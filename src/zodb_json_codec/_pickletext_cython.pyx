@@ -93,6 +93,7 @@ cdef struct Lane:
     Slots marks
     Slots memo               # node index by memo index; -1: not this pickle's (the class pickle's, or unset)
     Slots refs               # the oids' offsets, in document order
+    ClassPickle* klass       # the record's class pickle, whose memo entries the state may GET
     Node inline_nodes[INLINE_NODES]
 
 
@@ -360,10 +361,11 @@ cdef int _memo_get(Lane* lane, Py_ssize_t index) noexcept nogil:
     """BINGET, LONG_BINGET of a value this pickle (or the class pickle) put: a copy of its node, which
     shares its children (one parent each: a node's next is its place in its parent)."""
     cdef Py_ssize_t source, i
-    if index >= lane.memo.count or lane.memo.items[index] < 0:
-        return -1
-    source = lane.memo.items[index]
-    if not _immutable(lane, source):
+    if index < lane.memo.count and lane.memo.items[index] >= 0:
+        source = lane.memo.items[index]
+    else:
+        source = _class_entry(lane, index)
+    if source < 0 or not _immutable(lane, source):
         return -1
     i = _new_node(lane, lane.nodes[source].kind)
     if i < 0:
@@ -436,33 +438,37 @@ cdef int _persistent_ref(Lane* lane) noexcept nogil:
     return 0
 
 
-cdef int _class_memo(Lane* lane, ClassPickle* klass) noexcept nogil:
-    """The class pickle's memo entries, which the state pickle may GET (ZODB pickles both with one memo):
-    the class (memo 0) if its names can be written as they are, or the two names as text (memo 0 and 1;
-    memo 2, their tuple, is a container)."""
+cdef Py_ssize_t _class_entry(Lane* lane, Py_ssize_t index) noexcept nogil:
+    """The node of a memo entry the class pickle put (ZODB pickles both pickles with one memo), made when
+    the state first GETs it: the class (memo 0) if its names can be written as they are, or the two names
+    as text (memo 0 and 1; memo 2, their tuple, is a container); -1 for any other index."""
+    cdef ClassPickle* klass = lane.klass
     cdef Py_ssize_t i, j
     if klass.is_global:
+        if index != 0:
+            return -1
         for j in range(klass.module_size):
             if lane.p[klass.module_start + j] == 34 or lane.p[klass.module_start + j] == 92:  # " or backslash
-                return 0
+                return -1
         for j in range(klass.name_size):
             if lane.p[klass.name_start + j] == 34 or lane.p[klass.name_start + j] == 92:
-                return 0
+                return -1
         i = _alloc_node(lane, K_CLASS)
-        if i < 0 or _memo_put_node(lane, 0, i) < 0:
+        if i < 0:
             return -1
         lane.nodes[i].start = klass.module_start
         lane.nodes[i].size = klass.module_size
         lane.nodes[i].name_start = klass.name_start
         lane.nodes[i].name_size = klass.name_size
-        return 0
-    for j in range(2):
-        i = _alloc_node(lane, K_TEXT)
-        if i < 0 or _memo_put_node(lane, j, i) < 0:
+    else:
+        if index > 1:
             return -1
-        lane.nodes[i].start = klass.name_start if j else klass.module_start
-        lane.nodes[i].size = klass.name_size if j else klass.module_size
-    return 0
+        i = _alloc_node(lane, K_TEXT)
+        if i < 0:
+            return -1
+        lane.nodes[i].start = klass.name_start if index else klass.module_start
+        lane.nodes[i].size = klass.name_size if index else klass.module_size
+    return i if _memo_put_node(lane, index, i) == 0 else -1
 
 
 cdef int _call(Lane* lane, Kind kind) noexcept nogil:
@@ -1102,9 +1108,8 @@ cdef int _write_node(Lane* lane, Out* out, Py_ssize_t i, int depth) noexcept nog
     return _emit(out, b"]}", 2)
 
 
-cdef list _refs(Lane* lane):
+cdef int _fill_refs(Lane* lane, list refs) except -1:
     """The oids of the references, as ZODB's referencesf reads them: signed big-endian 64-bit integers."""
-    cdef list refs = []
     cdef Py_ssize_t j
     cdef const unsigned char* oid
     for j in range(lane.refs.count):
@@ -1112,7 +1117,7 @@ cdef list _refs(Lane* lane):
         refs.append(<int64_t>((<uint64_t>oid[0] << 56) | (<uint64_t>oid[1] << 48) | (<uint64_t>oid[2] << 40)
                               | (<uint64_t>oid[3] << 32) | (<uint64_t>oid[4] << 24) | (<uint64_t>oid[5] << 16)
                               | (<uint64_t>oid[6] << 8) | oid[7]))
-    return refs
+    return 0
 
 
 cdef inline Py_ssize_t _only_tuple_child(Lane* lane, Py_ssize_t i) noexcept nogil:
@@ -1228,16 +1233,15 @@ cdef inline uint64_t _class_hash(const unsigned char* p, Py_ssize_t n) noexcept 
     return h
 
 
-cdef object plain_state_text(bytes data, ClassPickle* klass, int btree):
-    """(text, refs): the PostgreSQL JSON text of the state pickle at pos in a record and the oids it
-    references; or None: not for the lane (or a record of a class whose states the lane declined just
-    before)."""
+cdef object plain_state_text(bytes data, ClassPickle* klass, int btree, list refs):
+    """The PostgreSQL JSON text of the record's state pickle, its references' oids appended to refs; or
+    None: not for the lane (or a record of a class whose states the lane declined just before)."""
     cdef uint64_t hashed = _class_hash(<const unsigned char*>PyBytes_AS_STRING(data), klass.stop)
     cdef Py_ssize_t slot = <Py_ssize_t>(hashed % DECLINE_SLOTS)
     if _declined_class[slot] == hashed and _skips_left[slot]:
         _skips_left[slot] -= 1
         return None
-    result = lane_text(data, klass, btree)
+    result = lane_text(data, klass, btree, refs)
     if result is None:
         _declined_class[slot] = hashed
         _skips_left[slot] = SKIPS_AFTER_DECLINE
@@ -1246,7 +1250,7 @@ cdef object plain_state_text(bytes data, ClassPickle* klass, int btree):
     return result
 
 
-cdef object lane_text(bytes data, ClassPickle* klass, int btree):
+cdef object lane_text(bytes data, ClassPickle* klass, int btree, list refs):
     """plain_state_text, always walking the state (the tests call this).  The walk and the writing touch
     no Python object: for a record of NOGIL_RECORD bytes and more they run with the GIL released, so
     that threads storing big objects run at once."""
@@ -1274,7 +1278,8 @@ cdef object lane_text(bytes data, ClassPickle* klass, int btree):
             taken = _walk_and_write(&lane, &out, klass, btree)
         if not taken:
             return None
-        return _text(&out.buffer), _refs(&lane)
+        _fill_refs(&lane, refs)
+        return _text(&out.buffer)
     finally:
         if out.buffer.data != out.buffer.inline:
             free(out.buffer.data)
@@ -1289,8 +1294,7 @@ cdef object lane_text(bytes data, ClassPickle* klass, int btree):
 cdef bint _walk_and_write(Lane* lane, Out* out, ClassPickle* klass, int btree) noexcept nogil:
     """Read the state pickle into nodes and write them: is the text whole and the lane's?"""
     cdef Py_ssize_t root
-    if _class_memo(lane, klass) < 0:
-        return False
+    lane.klass = klass
     root = _read_state(lane, klass.stop)
     if root < 0:
         return False
