@@ -1,18 +1,22 @@
 # cython: language_level=3, embedsignature=True
 # cython: boundscheck=False, wraparound=False, cdivision=True
-"""The store path's direct lane: a state pickle of plain values straight to PostgreSQL JSON text.
+"""The store path's direct lane: a record's state pickle straight to PostgreSQL JSON text.
 
-``decode_zodb_record_for_pg_json`` (Cython twin) tries this first.  A state
-pickle made only of dicts with text keys, lists, tuples, text, bytes, ints of
-64 bits, finite floats, booleans and None is read into a tree of C nodes (text
-and bytes stay in the pickle, as offsets) and written as JSON text from
-there: no Python object is made but the text.  Anything else (a reference, a
-class, a call, a dict key starting with ``@``, a duplicate key, text that is
-not valid UTF-8 or holds U+0000, a float that needs a marker or an exponent,
-a container fetched from the memo, deep nesting, any error) makes
-``plain_state_text`` answer None, and the decoder reads the record the usual
-way, which decides everything the lane leaves alone.  For what the lane takes,
-the Python twin's output is the definition (``tests/test_twins.py``).
+``decode_zodb_record_for_pg_json`` (Cython twin) tries this first, for a
+record whose class pickle has one of the usual forms.  The state pickle is
+read into a tree of C nodes (text and bytes stay in the pickle, as offsets)
+and written as JSON text from there: no Python object is made but the text
+and the refs' ints, and for a record of 4 KB and more both steps run with the
+GIL released.  The lane takes dicts with text keys, lists, tuples, text,
+bytes, 64-bit ints, floats, booleans, None; ZODB's persistent references;
+BTree states; the known types the decoder recognises in C (datetimes naive,
+with a fixed offset or a pytz zone, dates, timedeltas, Decimals, sets,
+frozensets, UUIDs); objects made by NEWOBJ then BUILD.  Anything else (a
+dict key starting with ``@``, a repeated key, a key with U+0000, a lone
+surrogate, a shared dict or list, any other call, deep nesting, an error)
+makes it decline (None), and the decoder reads the record the usual way,
+which decides everything the lane leaves alone.  For what the lane takes, the
+Python twin's output is the definition (``tests/test_direct_lane.py``).
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
