@@ -27,6 +27,7 @@ import pytz
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cpython_pickle import Pickler
 from helpers import Ref, record, ref_pid
 from zodbapp import AttrDict, Keyed, Plain
 from strictcompare import outcome
@@ -46,9 +47,7 @@ def twins():
 def zodb_record(state: Any, protocol: int = 3) -> bytes:
     """ZODB_CLASS and the state pickle, a Ref written as its persistent id."""
     out = io.BytesIO()
-    pickler = pickle.Pickler(out, protocol)
-    pickler.persistent_id = ref_pid
-    pickler.dump(state)
+    Pickler(out, protocol, persistent_id=ref_pid).dump(state)
     return ZODB_CLASS + out.getvalue()
 
 
