@@ -208,24 +208,13 @@ cdef inline bint _plain_ascii(const unsigned char* p, Py_ssize_t n) noexcept nog
     return True
 
 
-cdef Py_ssize_t _read_text(Lane* lane, Py_ssize_t pos, Py_ssize_t n) noexcept nogil:
-    """A K_TEXT node of the n bytes at pos, checked when written (most bail-outs come before)."""
+cdef Py_ssize_t _read_span(Lane* lane, Kind kind, Py_ssize_t pos, Py_ssize_t n) noexcept nogil:
+    """A node of the n bytes at pos, left in the pickle: K_TEXT (checked when written: most bail-outs come
+    before), K_BYTES, or K_BIGINT (LONG1 of 9 to 17 bytes: a UUID's int is up to 128 bits)."""
     cdef Py_ssize_t i
     if n > lane.end - pos:
         return -1
-    i = _new_node(lane, K_TEXT)
-    if i < 0:
-        return -1
-    lane.nodes[i].start = pos
-    lane.nodes[i].size = n
-    return pos + n
-
-
-cdef Py_ssize_t _read_bytes(Lane* lane, Py_ssize_t pos, Py_ssize_t n) noexcept nogil:
-    cdef Py_ssize_t i
-    if n > lane.end - pos:
-        return -1
-    i = _new_node(lane, K_BYTES)
+    i = _new_node(lane, kind)
     if i < 0:
         return -1
     lane.nodes[i].start = pos
@@ -255,19 +244,6 @@ cdef Py_ssize_t _read_int(Lane* lane, Py_ssize_t pos, int width, bint signed) no
         return -1
     lane.nodes[i].integer = <int64_t>u
     return pos + width
-
-
-cdef Py_ssize_t _read_bigint(Lane* lane, Py_ssize_t pos, Py_ssize_t n) noexcept nogil:
-    """LONG1 of 9 to 17 bytes (a UUID's int is up to 128 bits): a K_BIGINT node of its bytes."""
-    cdef Py_ssize_t i
-    if n > 17 or n > lane.end - pos:
-        return -1
-    i = _new_node(lane, K_BIGINT)
-    if i < 0:
-        return -1
-    lane.nodes[i].start = pos
-    lane.nodes[i].size = n
-    return pos + n
 
 
 cdef Py_ssize_t _read_float(Lane* lane, Py_ssize_t pos) noexcept nogil:
@@ -529,7 +505,7 @@ cdef Py_ssize_t _read_state(Lane* lane, Py_ssize_t pos) noexcept nogil:
             n = <Py_ssize_t>_le(p + pos, 4)  # a four-byte argument
             pos += 4
         if op == Op.SHORT_BINUNICODE or op == Op.BINUNICODE:
-            pos = _read_text(lane, pos, n)
+            pos = _read_span(lane, K_TEXT, pos, n)
         elif op == Op.BINPUT or op == Op.LONG_BINPUT:
             if _memo_put(lane, n) < 0:
                 return -1
@@ -573,11 +549,14 @@ cdef Py_ssize_t _read_state(Lane* lane, Py_ssize_t pos) noexcept nogil:
         elif op == Op.BININT2:
             pos = _read_int(lane, pos, 2, False)
         elif op == Op.LONG1:
-            pos = _read_int(lane, pos, <int>n, True) if n <= 8 else _read_bigint(lane, pos, n)
+            if n <= 8:
+                pos = _read_int(lane, pos, <int>n, True)
+            else:  # up to 128 bits, for a UUID's int
+                pos = _read_span(lane, K_BIGINT, pos, n) if n <= 17 else -1
         elif op == Op.BINFLOAT:
             pos = _read_float(lane, pos)
         elif op == Op.SHORT_BINBYTES or op == Op.BINBYTES:
-            pos = _read_bytes(lane, pos, n)
+            pos = _read_span(lane, K_BYTES, pos, n)
         elif op == Op.NONE or op == Op.NEWTRUE or op == Op.NEWFALSE:
             if _new_node(lane, K_NULL if op == Op.NONE else K_TRUE if op == Op.NEWTRUE else K_FALSE) < 0:
                 return -1
