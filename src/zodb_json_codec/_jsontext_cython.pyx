@@ -253,7 +253,7 @@ cdef int _write_repr(Buffer* out, const char* text) noexcept nogil:
     """repr's text of a float respelled as _common.float_text(value, False, True) does; 1 for nan, inf;
     -1 when memory runs out."""
     cdef const char* digits
-    cdef int n = 0, point = -1, exponent = 0, exp_at = -1, last, count, k, kk, i
+    cdef int n = 0, point = -1, exponent = 0, exp_at = -1, last, count, k, kk, i, fraction_digits
     cdef bint negative = text[0] == 45
     cdef char all_digits[32]
     cdef char exponent_digits[8]
@@ -279,7 +279,10 @@ cdef int _write_repr(Buffer* out, const char* text) noexcept nogil:
     while last > 1 and all_digits[last - 1] == 48:  # trailing zeros
         last -= 1
     # k: the decimal exponent of the last significant digit; kk: of the first, plus one.
-    k = exponent - ((exp_at - point - 1) if point >= 0 else 0) + (count - last)
+    fraction_digits = 0
+    if point >= 0:
+        fraction_digits = exp_at - point - 1
+    k = exponent - fraction_digits + (count - last)
     n = last
     kk = n + k
     if _grow(out, n + (k if k > 0 else 0) + 16) < 0:  # the longest spelling below
@@ -435,6 +438,7 @@ cpdef object materialized(object value):
 cdef int _write_value(Buffer* out, object v, Py_ssize_t depth) except -1:
     """Write v; 1 when it holds something only the Python twin writes (nothing is kept then)."""
     cdef Py_ssize_t n
+    cdef int status
     cdef bint first
     cdef char* text
     if type(v) is str:
@@ -481,10 +485,10 @@ cdef int _write_value(Buffer* out, object v, Py_ssize_t depth) except -1:
     if type(v) is int:
         return _write_int(out, v)
     if type(v) is float:
-        n = _write_float(out, <double>v)
-        if n < 0:
+        status = _write_float(out, <double>v)
+        if status < 0:
             raise MemoryError()
-        return n
+        return status
     return 1
 
 

@@ -635,7 +635,9 @@ cdef int _write_base64(Out* out, const char* marker, const unsigned char* p, Py_
         o += 4
         i += 3
     if i < n:
-        v = (<unsigned int>p[i] << 16) | ((<unsigned int>p[i + 1] << 8) if i + 1 < n else 0)
+        v = <unsigned int>p[i] << 16
+        if i + 1 < n:
+            v |= <unsigned int>p[i + 1] << 8
         o[0] = B64[v >> 18]
         o[1] = B64[(v >> 12) & 63]
         o[2] = B64[(v >> 6) & 63] if i + 1 < n else 61  # =
