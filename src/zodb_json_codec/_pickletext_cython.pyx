@@ -1077,15 +1077,14 @@ cdef int _write_node(Lane* lane, Out* out, Py_ssize_t i, int depth) noexcept nog
         if not first:
             _emit_char(out, 44)  # ,
         first = False
-        if _write_node(lane, out, child, depth + 1) if kind != K_DICT else _write_text(lane, out, &lane.nodes[child],
-                                                                                        False):
+        if kind == K_DICT:  # a key (text, as _plain_keys saw), then its value
+            if _write_text(lane, out, &lane.nodes[child], False):
+                return 1
+            _emit_char(out, 58)  # :
+            child = lane.nodes[child].next
+        if _write_node(lane, out, child, depth + 1):
             return 1
         child = lane.nodes[child].next
-        if kind == K_DICT:  # the value after its key
-            _emit_char(out, 58)  # :
-            if _write_node(lane, out, child, depth + 1):
-                return 1
-            child = lane.nodes[child].next
     if kind == K_DICT:
         return _emit_char(out, 125)  # }
     if kind == K_LIST:
