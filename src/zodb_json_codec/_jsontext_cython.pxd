@@ -41,29 +41,7 @@ cdef int _escape_utf8(Buffer* out, const unsigned char* p, Py_ssize_t n) noexcep
 cdef str _text(Buffer* out)
 
 
-cdef inline int _reserve(Buffer* out, Py_ssize_t extra) except -1:
-    if _grow(out, extra) < 0:
-        raise MemoryError()
-    return 0
-
-
-cdef inline int _write(Buffer* out, const char* text, Py_ssize_t n) except -1:
-    if out.size + n > out.capacity:
-        _reserve(out, n)
-    memcpy(out.data + out.size, text, n)
-    out.size += n
-    return 0
-
-
-cdef inline int _write_char(Buffer* out, char c) except -1:
-    if out.size + 1 > out.capacity:
-        _reserve(out, 1)
-    out.data[out.size] = c
-    out.size += 1
-    return 0
-
-
-# _write and _write_char without the GIL: -1 when memory runs out (nothing raised).
+# Without the GIL: -1 when memory runs out (nothing raised).
 cdef inline int _put(Buffer* out, const char* text, Py_ssize_t n) noexcept nogil:
     if out.size + n > out.capacity and _grow(out, n) < 0:
         return -1
@@ -77,6 +55,19 @@ cdef inline int _put_char(Buffer* out, char c) noexcept nogil:
         return -1
     out.data[out.size] = c
     out.size += 1
+    return 0
+
+
+# With the GIL: MemoryError when memory runs out.
+cdef inline int _write(Buffer* out, const char* text, Py_ssize_t n) except -1:
+    if _put(out, text, n) < 0:
+        raise MemoryError()
+    return 0
+
+
+cdef inline int _write_char(Buffer* out, char c) except -1:
+    if _put_char(out, c) < 0:
+        raise MemoryError()
     return 0
 
 

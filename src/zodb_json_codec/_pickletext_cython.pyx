@@ -23,7 +23,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.math cimport isinf, isnan, signbit
 from libc.stdint cimport int64_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
-from libc.string cimport memcmp, memcpy, memset, strlen
+from libc.string cimport memchr, memcmp, memcpy, memset, strlen
 
 from ._classnames cimport BTREE_IS_MAP, BTREE_IS_TREE
 from ._datetext cimport date_state_text, datetime_state_text, offset_field, offset_text
@@ -112,18 +112,26 @@ cdef inline void _free_slots(Slots* s) noexcept nogil:
         free(s.items)
 
 
+cdef void* _grown(void* items, void* inline_items, Py_ssize_t count, Py_ssize_t capacity,
+                  size_t item_size) noexcept nogil:
+    """An array of count items, inline or on the heap, moved to a heap block of capacity items (NULL when
+    memory runs out; the inline ones stay where they are)."""
+    cdef void* block
+    if items != inline_items:
+        return realloc(items, capacity * item_size)
+    block = malloc(capacity * item_size)
+    if block != NULL:
+        memcpy(block, inline_items, count * item_size)
+    return block
+
+
 cdef int _room(Slots* s, Py_ssize_t want) noexcept nogil:
     """Capacity for want items; -1 when memory runs out."""
     cdef Py_ssize_t capacity = s.capacity
     cdef Py_ssize_t* grown
     while capacity < want:
         capacity *= 2
-    if s.items == s.inline:
-        grown = <Py_ssize_t*>malloc(capacity * sizeof(Py_ssize_t))
-        if grown != NULL:
-            memcpy(grown, s.inline, s.count * sizeof(Py_ssize_t))
-    else:
-        grown = <Py_ssize_t*>realloc(s.items, capacity * sizeof(Py_ssize_t))
+    grown = <Py_ssize_t*>_grown(s.items, s.inline, s.count, capacity, sizeof(Py_ssize_t))
     if grown == NULL:
         return -1
     s.items = grown
@@ -150,12 +158,7 @@ cdef Py_ssize_t _alloc_node(Lane* lane, Kind kind) noexcept nogil:
     cdef Node* grown
     if i == lane.node_capacity:
         capacity = 2 * lane.node_capacity
-        if lane.nodes == lane.inline_nodes:
-            grown = <Node*>malloc(capacity * sizeof(Node))
-            if grown != NULL:
-                memcpy(grown, lane.inline_nodes, i * sizeof(Node))
-        else:
-            grown = <Node*>realloc(lane.nodes, capacity * sizeof(Node))
+        grown = <Node*>_grown(lane.nodes, lane.inline_nodes, i, capacity, sizeof(Node))
         if grown == NULL:
             return -1
         lane.nodes = grown
@@ -423,16 +426,15 @@ cdef Py_ssize_t _class_entry(Lane* lane, Py_ssize_t index) noexcept nogil:
     the state first GETs it: the class (memo 0) if its names can be written as they are, or the two names
     as text (memo 0 and 1; memo 2, their tuple, is a container); -1 for any other index."""
     cdef ClassPickle* klass = lane.klass
-    cdef Py_ssize_t i, j
+    cdef Py_ssize_t i
     if klass.is_global:
         if index != 0:
             return -1
-        for j in range(klass.module_size):
-            if lane.p[klass.module_start + j] == 34 or lane.p[klass.module_start + j] == 92:  # " or backslash
-                return -1
-        for j in range(klass.name_size):
-            if lane.p[klass.name_start + j] == 34 or lane.p[klass.name_start + j] == 92:
-                return -1
+        if (memchr(lane.p + klass.module_start, 34, klass.module_size) != NULL  # " or backslash: escapes
+                or memchr(lane.p + klass.module_start, 92, klass.module_size) != NULL
+                or memchr(lane.p + klass.name_start, 34, klass.name_size) != NULL
+                or memchr(lane.p + klass.name_start, 92, klass.name_size) != NULL):
+            return -1
         i = _alloc_node(lane, K_CLASS)
         if i < 0:
             return -1
@@ -700,7 +702,6 @@ cdef int _write_call(Lane* lane, Out* out, Node* call, int depth) noexcept nogil
     (docs/format.md, "Known types"); 1: any other call (its rules are the decoder's)."""
     cdef Node* klass = &lane.nodes[call.klass]
     cdef Node* arg
-    cdef const unsigned char* text
     cdef Py_ssize_t j
     if call.size == 0:
         return 1
@@ -722,14 +723,10 @@ cdef int _write_call(Lane* lane, Out* out, Node* call, int depth) noexcept nogil
             _write_int64(out, arg.integer)
         return _emit(out, b"]}", 2)
     if _named(lane, klass, b"decimal", 7, b"Decimal", 7):
-        if call.size != 1 or arg.kind != K_TEXT:
+        if call.size != 1 or not _ascii_text(lane, arg):
             return 1
-        text = lane.p + arg.start
-        for j in range(arg.size):
-            if text[j] == 0 or text[j] > 127:  # ASCII without U+0000 only
-                return 1
         _emit(out, b'{"@dec":', 8)
-        _emit_utf8(out, text, arg.size)
+        _emit_utf8(out, lane.p + arg.start, arg.size)
         return _emit_char(out, 125)  # }
     if _named(lane, klass, b"builtins", 8, b"set", 3) or _named(lane, klass, b"builtins", 8, b"frozenset", 9):
         if call.size != 1 or arg.kind != K_LIST:
@@ -895,14 +892,7 @@ cdef int _offset_text(Lane* lane, Node* zone, char* text) noexcept nogil:
 
 cdef inline bint _ascii_text(Lane* lane, Node* node) noexcept nogil:
     """A K_TEXT node of ASCII without U+0000."""
-    cdef const unsigned char* p = lane.p + node.start
-    cdef Py_ssize_t j
-    if node.kind != K_TEXT:
-        return False
-    for j in range(node.size):
-        if p[j] == 0 or p[j] > 127:
-            return False
-    return True
+    return node.kind == K_TEXT and _plain_ascii(lane.p + node.start, node.size)
 
 
 cdef bint _pytz_arguments(Lane* lane, Node* zone) noexcept nogil:
