@@ -1116,6 +1116,83 @@ def test_cyclic_values(twins):
     assert not found, found.report()
 
 
+class Meddler(str):
+    """A str subclass whose own code changes something: the encoders turn it into a str with str(), which
+    runs __str__ in the middle of their walk over the dict or list that holds it."""
+
+    def __new__(cls, text: str, change: Callable[[], Any]) -> "Meddler":
+        self = super().__new__(cls, text)
+        self.change = change
+        return self
+
+    def __str__(self) -> str:
+        self.change()
+        return str.__str__(self)
+
+
+def _changed_while_encoded() -> Dict[str, Callable[[], Any]]:
+    """States whose own code changes the dict or list being encoded, made afresh for each call."""
+
+    def size_changed():
+        d = {"a": 1}
+        d["b"] = Meddler("x", lambda: d.pop("a"))
+        d["c"] = 2
+        return d
+
+    def keys_changed():  # the same size, and a key after the one being written: "keys changed"
+        d: dict = {}
+        d["a"] = Meddler("x", lambda: (d.update(z=[1, "y"]), d.pop("a")))
+        return d
+
+    def key_replaced():  # the same size, a deleted entry skipped and a new one walked
+        d: dict = {}
+        d["a"] = Meddler("x", lambda: (d.pop("b"), d.update(c=3)))
+        d["b"] = 2
+        return d
+
+    def cleared():
+        d: dict = {}
+        d["a"] = Meddler("x", d.clear)
+        d["b"] = [1, 2]
+        return d
+
+    def key_deletes_itself():  # its value is freed unless the walk holds it
+        d: dict = {}
+        key = Meddler("k", lambda: d.pop(key))
+        d[key] = ["a value", {"only": "here"}]
+        return d
+
+    def list_emptied():
+        items: list = [1]
+        items += [Meddler("x", items.clear), 2, {"after": 3}]
+        return items
+
+    def list_grown():
+        items: list = []
+        items.append(Meddler("x", lambda: items.extend(["more", 4, {"k": "v"}])))
+        return items
+
+    def nested_emptied():  # the inner list emptied by a value of the outer dict's other entry
+        inner = ["a", "b", 3]
+        return {"first": Meddler("x", inner.clear), "second": inner}
+
+    return {f.__name__: f for f in (size_changed, keys_changed, key_replaced, cleared, key_deletes_itself,
+                                    list_emptied, list_grown, nested_emptied)}
+
+
+@pytest.mark.parametrize("make", list(_changed_while_encoded().values()), ids=list(_changed_while_encoded()))
+def test_containers_changed_while_encoded(twins, make):
+    # The Cython walk reads dicts and lists without taking a reference to most items (docs/design.md, "The
+    # encoder's dict walk"); where an item's code runs it must hold what it reads, and see the changes as the
+    # Python twin's iterators do: the same output, or the same RuntimeError.
+    found = Differences()
+    for fn, wrap in (("encode_zodb_record", lambda v: {"@cls": ["m", "C"], "@s": v}),
+                     ("dict_to_pickle", lambda v: {"v": v})):
+        outcomes = [observe(getattr(twin, fn), wrap(make())) for twin in twins]
+        found.note(f"{fn} of {make.__name__}", *outcomes)
+    assert not found, found.report()
+
+
 WRAP = {"list": lambda v: [v], "dict": lambda v: {"k": v}, "tuple": lambda v: (v,), "@t": lambda v: {"@t": [v]},
         "instance": lambda v: {"@cls": ["m", "C"], "@s": v},
         "@reduce": lambda v: {"@reduce": {"callable": {"@cls": ["m", "f"]}, "args": {"@t": [v]}}}}

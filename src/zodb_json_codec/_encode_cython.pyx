@@ -9,7 +9,7 @@
 # in C; rare shapes call the shared rules in _common and _known.
 
 from cpython.bytes cimport PyBytes_FromStringAndSize
-from cpython.dict cimport PyDict_GetItemWithError, PyDict_Next
+from cpython.dict cimport PyDict_GetItemWithError
 from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_FromDouble
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.long cimport PyLong_AsLongLongAndOverflow
@@ -306,6 +306,14 @@ cdef extern from "_ucs_utf8.h":
 zjc_ucs_utf8_init()
 
 
+cdef extern from "_dictnext.h":
+    int zjc_dict_direct
+    int zjc_dict_next_init() except -1
+    bint zjc_dict_next(object d, Py_ssize_t* pos, PyObject** key, PyObject** value) noexcept
+
+zjc_dict_next_init()
+
+
 cdef extern from "_utf8.h":
     Py_ssize_t zjc_utf8_prefix(const unsigned char* p, Py_ssize_t n, int no_nul) noexcept nogil
     Py_ssize_t zjc_json_run(const unsigned char* p, Py_ssize_t n, unsigned char* o, int check_utf8,
@@ -336,9 +344,9 @@ cdef struct Writer:
     unsigned char* buf
     Py_ssize_t pos
     Py_ssize_t cap
-    bint heap            # buf is PyMem_Malloc'ed (else it is the caller's stack array, or owner's)
     bint expand_refs     # read the compact @ref forms of decode_zodb_record
-    PyObject* owner      # a bytes object whose buffer buf is (the result, without a last copy), or NULL
+    PyObject* owner      # the bytes object whose buffer buf is (the result, without a last copy), or NULL
+                         # while buf is the caller's stack array
 
 
 cdef extern from "Python.h":
@@ -352,7 +360,6 @@ cdef inline void _init(Writer* w, unsigned char* stack, bint expand_refs) noexce
     w.buf = stack
     w.pos = 0
     w.cap = _STACK_BUFFER
-    w.heap = False
     w.expand_refs = expand_refs
     w.owner = NULL
 
@@ -369,36 +376,25 @@ cdef int _init_sized(Writer* w, unsigned char* stack, bint expand_refs, Py_ssize
 
 
 cdef inline void _release(Writer* w) noexcept:
-    if w.heap:
-        PyMem_Free(w.buf)
-        w.heap = False
     Py_XDECREF(w.owner)
     w.owner = NULL
 
 
 cdef int _grow(Writer* w, Py_ssize_t need) except -1:
+    """Room for need more bytes, in the result's own bytes object once the stack array is outgrown: a large
+    result is not copied once more at the end (_result only shrinks it)."""
     cdef Py_ssize_t cap = w.cap
-    cdef unsigned char* buf
     while cap - w.pos < need:
         if cap > (<Py_ssize_t>1 << 60):
             raise MemoryError()
         cap *= 2
-    if w.owner != NULL:
-        _PyBytes_Resize(&w.owner, cap)
-        w.buf = <unsigned char*>zjc_bytes_data(w.owner)
-        w.cap = cap
-        return 0
-    if w.heap:
-        buf = <unsigned char*>PyMem_Realloc(w.buf, <size_t>cap)
+    if w.owner == NULL:
+        w.owner = zjc_new_bytes(NULL, cap)
+        memcpy(zjc_bytes_data(w.owner), w.buf, <size_t>w.pos)
     else:
-        buf = <unsigned char*>PyMem_Malloc(<size_t>cap)
-        if buf != NULL:
-            memcpy(buf, w.buf, <size_t>w.pos)
-    if buf == NULL:
-        raise MemoryError()
-    w.buf = buf
+        _PyBytes_Resize(&w.owner, cap)
+    w.buf = <unsigned char*>zjc_bytes_data(w.owner)
     w.cap = cap
-    w.heap = True
     return 0
 
 
@@ -1022,17 +1018,17 @@ cdef int _marker_kind(dict d, bint btree, PyObject** first) noexcept:
     *first is set to the value of a one-key dict (borrowed), saving a lookup.
     """
     cdef Py_ssize_t n = PyDict_GET_SIZE(d), pos = 0
-    cdef PyObject* k
-    cdef PyObject* v
+    cdef PyObject* k = NULL
+    cdef PyObject* v = NULL
     cdef uint64_t keys = 0
     cdef int key
     if n == 0 or n > 4:
         return K_NONE
     if n == 1:
-        PyDict_Next(d, &pos, &k, &v)
+        zjc_dict_next(d, &pos, &k, &v)
         first[0] = v
         return _one_key_kind(k, v, btree)
-    while PyDict_Next(d, &pos, &k, &v):
+    while zjc_dict_next(d, &pos, &k, &v):
         if not _at_str(k):
             return K_NONE
         key = _key(<object>k)
@@ -1062,22 +1058,22 @@ cdef int _marker_kind(dict d, bint btree, PyObject** first) noexcept:
 cdef inline bint _is_scalar_marker(dict d) noexcept:
     """``{"@b": "..."}``, ``{"@f": "nan"}``...: one value, not a level of nesting."""
     cdef Py_ssize_t pos = 0
-    cdef PyObject* k
-    cdef PyObject* v
+    cdef PyObject* k = NULL
+    cdef PyObject* v = NULL
     if PyDict_GET_SIZE(d) != 1:
         return False
-    PyDict_Next(d, &pos, &k, &v)
+    zjc_dict_next(d, &pos, &k, &v)
     return type(<object>v) is str and _at_str(k)
 
 
 cdef inline PyObject* _ref_payload(object v) noexcept:
     """The id of ``{"@ref": id}`` (a dict whose marker_kind is "@ref"), borrowed; else NULL."""
     cdef Py_ssize_t pos = 0
-    cdef PyObject* k
-    cdef PyObject* x
+    cdef PyObject* k = NULL
+    cdef PyObject* x = NULL
     if type(v) is not dict or PyDict_GET_SIZE(v) != 1:
         return NULL
-    PyDict_Next(v, &pos, &k, &x)
+    zjc_dict_next(v, &pos, &k, &x)
     if type(<object>k) is str and _key(<object>k) == KEY_REF:
         return x
     return NULL
@@ -1132,13 +1128,31 @@ cdef int _value(Writer* w, object v, Py_ssize_t depth) except -1:
     return _native(w, v, depth)
 
 
-cdef inline int _item(Writer* w, object v, Py_ssize_t depth) except -1:
-    """_value, with the commonest items written here rather than through a call."""
+cdef inline int _scalar(Writer* w, object v) except -1:
+    """Writes v if it is an exact str, int or float, None, True or False (most items of a record): 1;
+    else 0, nothing written."""
     cdef type t = type(v)
     if t is str:
-        return _str(w, <str>v)
-    if t is int:
-        return _int(w, v)
+        _str(w, <str>v)
+    elif t is int:
+        _int(w, v)
+    elif t is float:
+        _float(w, PyFloat_AS_DOUBLE(v))
+    elif v is None:
+        _op(w, NONE)
+    elif v is True:
+        _op(w, NEWTRUE)
+    elif v is False:
+        _op(w, NEWFALSE)
+    else:
+        return 0
+    return 1
+
+
+cdef inline int _item(Writer* w, object v, Py_ssize_t depth) except -1:
+    """_value, with the commonest items written here rather than through a call."""
+    if _scalar(w, v):
+        return 0
     return _value(w, v, depth)
 
 
@@ -1170,7 +1184,7 @@ cdef int _tuple(Writer* w, object items, Py_ssize_t depth) except -1:
 
 
 cdef int _plain_dict(Writer* w, dict d, Py_ssize_t depth) except -1:
-    cdef Py_ssize_t n, pos = 0, size = PyDict_GET_SIZE(d)
+    cdef Py_ssize_t pos = 0, size = PyDict_GET_SIZE(d), left = size
     cdef PyObject* kp
     cdef PyObject* xp
     _op(w, EMPTY_DICT)
@@ -1178,26 +1192,37 @@ cdef int _plain_dict(Writer* w, dict d, Py_ssize_t depth) except -1:
         return 0
     _op(w, MARK)
     while True:
-        # As a dict iterator: a value's own code may change the dict.
+        # As the Python twin's dict iterator: a value's own code may change the dict.
         if PyDict_GET_SIZE(d) != size:
             raise RuntimeError("dictionary changed size during iteration")
-        if not PyDict_Next(d, &pos, &kp, &xp):
+        if not zjc_dict_next(d, &pos, &kp, &xp):
             break
-        k = <object>kp
+        if left == 0:
+            raise RuntimeError("dictionary keys changed during iteration")
+        left -= 1
+        k = <object>kp  # references of our own: a value's code may change the dict
         x = <object>xp
-        if type(k) is str:
-            n = PyUnicode_GET_LENGTH(k)
-            if (n >= 4 and PyUnicode_READ_CHAR(k, 0) == 64 and PyUnicode_READ_CHAR(k, 3) == 58
-                    and ((PyUnicode_READ_CHAR(k, 1) == 110 and PyUnicode_READ_CHAR(k, 2) == 115)
-                         or (PyUnicode_READ_CHAR(k, 1) == 115 and PyUnicode_READ_CHAR(k, 2) == 117))):
-                original = unescape_key(k)  # "@ns:..." / "@su:...": an escaped key
-                _value(w, k if original is None else original, depth + 1)
-            else:
-                _str(w, <str>k)
+        if type(k) is str and not _is_escaped_key(<str>k):
+            _str(w, <str>k)
         else:
-            _value(w, k, depth + 1)
+            _other_key(w, k, depth + 1)
         _item(w, x, depth + 1)
     return _op(w, SETITEMS)
+
+
+cdef inline bint _is_escaped_key(str k) noexcept:
+    """k starts with "@ns:" or "@su:" (a key the PostgreSQL form escaped)."""
+    return (PyUnicode_GET_LENGTH(k) >= 4 and PyUnicode_READ_CHAR(k, 0) == 64 and PyUnicode_READ_CHAR(k, 3) == 58
+            and ((PyUnicode_READ_CHAR(k, 1) == 110 and PyUnicode_READ_CHAR(k, 2) == 115)
+                 or (PyUnicode_READ_CHAR(k, 1) == 115 and PyUnicode_READ_CHAR(k, 2) == 117)))
+
+
+cdef int _other_key(Writer* w, object k, Py_ssize_t depth) except -1:
+    """A dict key that is not a plain str: an escaped key's original, or a key of another type."""
+    if type(k) is str:
+        original = unescape_key(k)
+        return _value(w, k if original is None else original, depth)
+    return _value(w, k, depth)
 
 
 cdef int _dict(Writer* w, dict d, Py_ssize_t depth) except -1:
@@ -1837,17 +1862,31 @@ cdef int _native(Writer* w, object v, Py_ssize_t depth) except -1:
     return _call(w, known, depth)
 
 
+def _dict_items_walked(d):
+    """[(key, value), ...] as the walk reads d (zjc_dict_next), and whether it read CPython's entries itself:
+    for the tests (tests/test_dict_walk.py)."""
+    cdef Py_ssize_t pos = 0
+    cdef PyObject* k = NULL
+    cdef PyObject* v = NULL
+    if not isinstance(d, dict):
+        raise TypeError("a dict")
+    items = []
+    while zjc_dict_next(d, &pos, &k, &v):
+        items.append((<object>k, <object>v))
+    return items, zjc_dict_direct != 0
+
+
 # ---------------------------------------------------------------------------
 # Public functions
 # ---------------------------------------------------------------------------
 
 cdef object _verbatim(object value):
     """The original pickle bytes of a top-level ``@pkl`` (docs/format.md, "The verbatim fallback"), else None."""
-    cdef PyObject* p
-    cdef PyObject* k
+    cdef PyObject* p = NULL
+    cdef PyObject* k = NULL
     cdef Py_ssize_t pos = 0
     if type(value) is dict and PyDict_GET_SIZE(value) == 1:
-        PyDict_Next(value, &pos, &k, &p)
+        zjc_dict_next(value, &pos, &k, &p)
         if type(<object>k) is str:
             if _key(<object>k) != KEY_PKL:
                 return None
@@ -1885,7 +1924,7 @@ cdef bint _record_items(dict d, PyObject** cls, PyObject** state) noexcept:
     cls[0] = NULL
     state[0] = NULL
     if PyDict_GET_SIZE(d) <= 4:
-        while PyDict_Next(d, &pos, &k, &v):
+        while zjc_dict_next(d, &pos, &k, &v):
             if type(<object>k) is not str:
                 break  # it might still equal one of them: look them up
             if _is_text(<str>k, b"@cls", 4):
@@ -1895,6 +1934,58 @@ cdef bint _record_items(dict d, PyObject** cls, PyObject** state) noexcept:
         else:
             return True
     return False
+
+
+cdef int _record_head(Writer* w, object module, object name, object args) except -1:
+    """The class pickle, ``((module, name), args)``, and the state pickle's PROTO."""
+    if args is None and _is_ascii_str(module) and _is_ascii_str(name):
+        return _usual_record_head(w, <str>module, <str>name)
+    _op2(w, PROTO, 3)
+    if type(module) is str:
+        _str(w, <str>module)
+    else:
+        _str_any(w, str(module))
+    if type(name) is str:
+        _str(w, <str>name)
+    else:
+        _str_any(w, str(name))
+    _op(w, TUPLE2)
+    _value(w, args, 1)
+    _op2(w, TUPLE2, STOP)
+    return _op2(w, PROTO, 3)
+
+
+cdef inline bint _is_ascii_str(object s) noexcept:
+    """s is an exact str of ASCII characters that fits a BINUNICODE."""
+    return type(s) is str and PyUnicode_IS_ASCII(s) and PyUnicode_GET_LENGTH(s) < _U32_LIMIT
+
+
+cdef int _usual_record_head(Writer* w, str module, str name) except -1:
+    """_record_head of two ASCII names and no arguments (nearly every record) in one step: written an opcode
+    at a time, it was a quarter of a small record's encode (docs/performance.md, "The encoder's dict walk,
+    record head and result")."""
+    cdef Py_ssize_t m = PyUnicode_GET_LENGTH(module), n = PyUnicode_GET_LENGTH(name)
+    cdef unsigned char* o
+    _reserve(w, m + n + 18)
+    o = w.buf + w.pos
+    o[0] = PROTO
+    o[1] = 3
+    o[2] = BINUNICODE
+    _le32(o + 3, <uint64_t>m)
+    _copy(o + 7, <const unsigned char*>PyUnicode_DATA(module), m)
+    o += 7 + m
+    o[0] = BINUNICODE
+    _le32(o + 1, <uint64_t>n)
+    _copy(o + 5, <const unsigned char*>PyUnicode_DATA(name), n)
+    o += 5 + n
+    o[0] = TUPLE2
+    o[1] = NONE
+    o[2] = TUPLE2
+    o[3] = STOP
+    o[4] = PROTO
+    o[5] = 3
+    w.pos += m + n + 18
+    return 0
 
 
 def encode_zodb_record(obj):
@@ -1931,19 +2022,7 @@ def encode_zodb_record(obj):
         bt = -1 if kind is None else 1 if kind[0] else 0
     _init(&w, stack, True)
     try:
-        _op2(&w, PROTO, 3)
-        if type(module) is str:
-            _str(&w, <str>module)
-        else:
-            _str_any(&w, str(module))
-        if type(name) is str:
-            _str(&w, <str>name)
-        else:
-            _str_any(&w, str(name))
-        _op(&w, TUPLE2)
-        _value(&w, args, 1)
-        _op2(&w, TUPLE2, STOP)
-        _op2(&w, PROTO, 3)
+        _record_head(&w, module, name, args)
         if bt >= 0:
             _btree_state(&w, state, bt, 0)
         else:

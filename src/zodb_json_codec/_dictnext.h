@@ -1,0 +1,151 @@
+/* A dict's items in order, as PyDict_Next gives them, for the Cython encoder's walk.
+
+   PyDict_Next is a call into CPython that re-checks the argument's type and the table's form on every
+   item: about 50 instructions an item, a third of encode_zodb_record's time on a wide dict of short
+   strings (docs/performance.md, "The encoder's dict walk, record head and result").  zjc_dict_next reads
+   the same entries where CPython keeps them, for the CPython versions whose layout is known here (3.11 to
+   3.14 with the GIL: one layout, that of Include/internal/pycore_dict.h), and calls PyDict_Next everywhere
+   else: older and newer CPythons, free-threaded builds, split tables (an instance's __dict__).
+
+   It is the same walk as PyDict_Next's (CPython 3.11-3.14, Objects/dictobject.c, _PyDict_Next): the table is
+   read afresh at every step, so code that changes the dict between two steps (a value's own __str__, say)
+   sees what PyDict_Next would have given.  zjc_dict_next_init, called once when the module is imported,
+   compares the two walks on dicts of every form the fast walk reads (text keys and other keys, with deleted
+   entries, with 1- and 2-byte indices) and keeps PyDict_Next if they differ in anything: a CPython whose
+   layout has changed without its version saying so gets the slow walk, not a wrong one. */
+
+#ifndef ZJC_DICTNEXT_H
+#define ZJC_DICTNEXT_H
+
+#include <stdint.h>
+#include "Python.h"
+
+#if !defined(PYPY_VERSION) && !defined(Py_GIL_DISABLED) && !defined(Py_LIMITED_API) \
+    && PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030F0000
+#define ZJC_DICT_LAYOUT 1
+
+/* struct _dictkeysobject of CPython 3.11-3.14 (without Py_GIL_DISABLED's dk_mutex). */
+typedef struct {
+    Py_ssize_t dk_refcnt;
+    uint8_t dk_log2_size;
+    uint8_t dk_log2_index_bytes;
+    uint8_t dk_kind;            /* 0: DICT_KEYS_GENERAL, else text keys only (UNICODE, SPLIT) */
+    uint32_t dk_version;
+    Py_ssize_t dk_usable;
+    Py_ssize_t dk_nentries;     /* entries used so far, deleted ones included (their value is NULL) */
+    char dk_indices[];          /* 1 << dk_log2_index_bytes bytes, then the entries */
+} zjc_dict_keys;
+
+typedef struct { Py_hash_t me_hash; PyObject *me_key; PyObject *me_value; } zjc_general_entry;
+typedef struct { PyObject *me_key; PyObject *me_value; } zjc_text_entry;
+#endif
+
+/* 1 once zjc_dict_next_init found the layout above to be this CPython's. */
+static int zjc_dict_direct = 0;
+
+#ifdef ZJC_DICT_LAYOUT
+/* PyDict_Next for a combined table of the layout above. */
+static inline int zjc_dict_next_direct(PyDictObject *mp, Py_ssize_t *pos, PyObject **key, PyObject **value) {
+    zjc_dict_keys *keys = (zjc_dict_keys *)mp->ma_keys;
+    Py_ssize_t i = *pos, n = keys->dk_nentries;
+    const char *entries = keys->dk_indices + ((size_t)1 << keys->dk_log2_index_bytes);
+    if (i < 0)
+        return 0;
+    if (keys->dk_kind != 0) {
+        const zjc_text_entry *e = (const zjc_text_entry *)entries;
+        while (i < n && e[i].me_value == NULL)
+            i++;
+        if (i >= n)
+            return 0;
+        *key = e[i].me_key;
+        *value = e[i].me_value;
+    } else {
+        const zjc_general_entry *e = (const zjc_general_entry *)entries;
+        while (i < n && e[i].me_value == NULL)
+            i++;
+        if (i >= n)
+            return 0;
+        *key = e[i].me_key;
+        *value = e[i].me_value;
+    }
+    *pos = i + 1;
+    return 1;
+}
+#endif
+
+/* PyDict_Next(d, pos, key, value) for a dict or a subclass of it (borrowed references). */
+static inline int zjc_dict_next(PyObject *d, Py_ssize_t *pos, PyObject **key, PyObject **value) {
+#ifdef ZJC_DICT_LAYOUT
+    if (zjc_dict_direct && ((PyDictObject *)d)->ma_values == NULL)
+        return zjc_dict_next_direct((PyDictObject *)d, pos, key, value);
+#endif
+    return PyDict_Next(d, pos, key, value);
+}
+
+#ifdef ZJC_DICT_LAYOUT
+/* Do both walks of d give the same items? */
+static int zjc_dict_walks_agree(PyObject *d) {
+    Py_ssize_t a = 0, b = 0;
+    PyObject *ka, *va, *kb, *vb;
+    int more_a, more_b;
+    if (((PyDictObject *)d)->ma_values != NULL)
+        return 1;  /* a split table: zjc_dict_next calls PyDict_Next */
+    do {
+        more_a = zjc_dict_next_direct((PyDictObject *)d, &a, &ka, &va);
+        more_b = PyDict_Next(d, &b, &kb, &vb);
+        if (more_a != more_b || (more_a && (ka != kb || va != vb || a != b)))
+            return 0;
+    } while (more_a);
+    return 1;
+}
+
+/* A dict of n items (text keys, or int keys), every third one deleted when holes is set; NULL on error. */
+static PyObject *zjc_dict_sample(Py_ssize_t n, int text_keys, int holes) {
+    PyObject *d = PyDict_New(), *k, *v;
+    Py_ssize_t i;
+    if (d == NULL)
+        return NULL;
+    for (i = 0; i < n; i++) {
+        k = text_keys ? PyUnicode_FromFormat("k%zd", i) : PyLong_FromSsize_t(i);
+        v = PyLong_FromSsize_t(i + 1000);
+        if (k == NULL || v == NULL || PyDict_SetItem(d, k, v) < 0) {
+            Py_XDECREF(k);
+            Py_XDECREF(v);
+            Py_DECREF(d);
+            return NULL;
+        }
+        if (holes && i % 3 == 1 && PyDict_DelItem(d, k) < 0) {
+            Py_DECREF(k);
+            Py_DECREF(v);
+            Py_DECREF(d);
+            return NULL;
+        }
+        Py_DECREF(k);
+        Py_DECREF(v);
+    }
+    return d;
+}
+#endif
+
+/* Chooses the walk once, at import: 0, or -1 with an exception set (memory ran out). */
+static int zjc_dict_next_init(void) {
+#ifdef ZJC_DICT_LAYOUT
+    static const Py_ssize_t sizes[] = {0, 1, 5, 6, 40, 300};
+    size_t s;
+    int text_keys, holes, agree = 1;
+    PyObject *d;
+    for (s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
+        for (text_keys = 0; text_keys < 2; text_keys++)
+            for (holes = 0; holes < 2; holes++) {
+                d = zjc_dict_sample(sizes[s], text_keys, holes);
+                if (d == NULL)
+                    return -1;
+                agree = agree && zjc_dict_walks_agree(d);
+                Py_DECREF(d);
+            }
+    zjc_dict_direct = agree;
+#endif
+    return 0;
+}
+
+#endif
