@@ -55,6 +55,7 @@ cdef extern from "Python.h":
     int PyUnicode_IS_ASCII(object o)
     object PyLong_FromVoidPtr(void* p)
     Py_ssize_t PyUnicode_FindChar(object s, Py_UCS4 ch, Py_ssize_t start, Py_ssize_t end, int direction) except -2
+    void PyObject_GC_UnTrack(void* op)
 
 # The decoder flags, as in _decode_common (checked at import below).
 cdef enum:
@@ -637,7 +638,7 @@ cdef object _recognize(object callable_, object args, _Context ctx):
             for x in <list>items:
                 if type(x) is not int:
                     return None
-            return {"@td": list(<list>items)}
+            return _untracked({"@td": _untracked(list(<list>items))})
     elif module == "decimal":
         if name != "Decimal":
             return None
@@ -818,6 +819,19 @@ cdef int _append(_Context ctx, object target, list items, Py_ssize_t pos, str op
 cdef const char* HEX_DIGITS = b"0123456789abcdef"
 
 
+cdef inline object _untracked(object container):
+    """container, which the cycle collector will not walk: the fixed-shape payload of a marker (@ref's
+    [oid, class], @cls's [module, name], @td's three ints) and the one-key dict holding it.
+
+    They hold only strs and ints, so no cycle passes through them (unless a caller later stores a container
+    in one: that cycle would never be collected).  Tracked, they were two thirds of the containers a decoded
+    wikipedia record keeps, and the collector's full collections walk every one of them again and again
+    while a caller keeps the results (docs/design.md, "Containers the collector skips").
+    """
+    PyObject_GC_UnTrack(<void*>container)
+    return container
+
+
 cdef str _hex(const unsigned char* raw, Py_ssize_t n):
     cdef str out = PyUnicode_New(2 * n, 127)
     cdef Py_UCS1* o = PyUnicode_1BYTE_DATA(out)
@@ -854,7 +868,7 @@ cdef dict _persistent_ref(_Context ctx, object pid, Py_ssize_t pos):
                 if names is not None:
                     module, name = names
                     if "." not in name:  # "module.Name" is split at its last dot on the way back
-                        return {"@ref": [_hex(raw, 8), f"{module}.{name}" if module else name]}
+                        return _untracked({"@ref": _untracked([_hex(raw, 8), f"{module}.{name}" if module else name])})
                 return {"@ref": pid}
     return persistent_ref(ctx, pid)
 
@@ -941,9 +955,9 @@ cdef object _memo_get_any(_Context ctx, object idx, Py_ssize_t start):
 cdef object _lazy_class_entry(_Context ctx, Py_ssize_t idx):
     """The marker the class pickle's GLOBAL (or TUPLE2 of two names) would have memoized, made now."""
     if ctx.lazy_class == _LAZY_GLOBAL:
-        value = {"@cls": [ctx.module, ctx.name]}
+        value = _untracked({"@cls": _untracked([ctx.module, ctx.name])})
     else:
-        value = {"@t": [ctx.module, ctx.name]}
+        value = _untracked({"@t": _untracked([ctx.module, ctx.name])})
     ctx.memo[idx] = value
     return value
 
@@ -1212,7 +1226,7 @@ cdef inline Py_ssize_t _op_global(_Context ctx, bytes data, const unsigned char*
     module = _line_text(data, p, pos, nl, start, ctx)
     name = _line_text(data, p, nl + 1, nl2, start, ctx)
     pos = nl2 + 1
-    PyList_Append(ctx.stack, {"@cls": [module, name]})
+    PyList_Append(ctx.stack, _untracked({"@cls": _untracked([module, name])}))
     return pos
 
 
@@ -1309,7 +1323,7 @@ cdef inline Py_ssize_t _op_stack_global(_Context ctx, Py_ssize_t pos) except -1:
         raise _err("invalid pickle data: STACK_GLOBAL: module is not a string", start)
     if type(name) is not str:
         raise _err("invalid pickle data: STACK_GLOBAL: name is not a string", start)
-    _set_top(ctx.stack, {"@cls": [module, name]})
+    _set_top(ctx.stack, _untracked({"@cls": _untracked([module, name])}))
     return pos
 
 
@@ -1905,7 +1919,7 @@ def decode_zodb_record(data):
     Raises TypeError for a non-bytes argument and ValueError for bad data.
     """
     cdef _Context ctx = _decode_record(data, False)
-    return {"@cls": [ctx.module, ctx.name], "@s": ctx.state}
+    return {"@cls": _untracked([ctx.module, ctx.name]), "@s": ctx.state}
 
 
 def decode_zodb_record_for_pg(data):
