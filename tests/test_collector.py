@@ -1,9 +1,10 @@
 """What the cycle collector walks in decoded values, and that every cycle is still collected.
 
-The Cython decoder leaves out of the cycle collector's walks the containers that can hold only strs and
-ints: the payload lists of the @ref, @cls and @td markers and the one-key dicts holding them (docs/design.md,
-"Containers the collector skips").  Values are the same as the Python twin's (tests/test_twins.py); what
-these tests check is that the containers are untracked where they should be, and nowhere a cycle can pass.
+The Cython decoder leaves out of the cycle collector's walks the lists it makes that no opcode can reach and
+that hold no container: the payloads of the @ref, @cls and @td markers, a BTree bucket's [key, value] pairs
+of strs and ints, and the marker dicts holding them (docs/design.md, "Containers the collector skips").
+Values are the same as the Python twin's (tests/test_twins.py); what these tests check is that the
+containers are untracked where they should be, and nowhere a cycle can pass.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import sys
 from typing import Any, Iterator, List, Tuple
 
 import pytest
+
+from BTrees.OOBTree import OOBucket
 
 from corpus import row_record, vectors
 from helpers import Ref, record
@@ -76,6 +79,18 @@ def test_other_containers_stay_tracked():
     assert not gc.is_tracked(value["@s"]["when"]["@td"])
 
 
+def test_bucket_pairs_are_untracked_when_they_hold_no_container():
+    cython = load_twin("cython")
+    atoms = OOBucket({"a": 1, "b": "two", "c": None})
+    nested = OOBucket({"a": 1, "b": {"x": 2}})
+    kv = cython.decode_zodb_record(record({"atoms": atoms, "nested": nested}))["@s"]
+    plain, mixed = kv["atoms"]["@s"], kv["nested"]["@s"]
+    assert not gc.is_tracked(plain) and not gc.is_tracked(plain["@kv"])
+    assert not any(gc.is_tracked(pair) for pair in plain["@kv"])
+    assert gc.is_tracked(mixed) and gc.is_tracked(mixed["@kv"])
+    assert [gc.is_tracked(pair) for pair in mixed["@kv"]] == [False, True]
+
+
 def _tracked_per_record(values: List[Any]) -> float:
     return sum(gc.is_tracked(c) for v in values for c in _containers(v)) / len(values)
 
@@ -92,13 +107,16 @@ def test_tracked_containers_per_record():
 
 
 def _cyclic_records() -> List[bytes]:
-    """Records whose pickles make cycles next to the untracked markers (a list holding itself and a
-    reference, a dict reached again through a tuple with a timedelta, a class marker GET twice)."""
+    """Records whose pickles make cycles next to the untracked containers: a list holding itself and a
+    reference, a dict reached again through a tuple with a timedelta, a bucket holding itself among pairs
+    of strs (its pairs of atoms untracked, the one that leads back not)."""
     loop: list = [Ref((b"\0" * 7 + b"\1", ("m", "C")))]
     loop.append(loop)
     ring: dict = {"ref": Ref((b"\0" * 7 + b"\2", ("m", "C"))), "td": datetime.timedelta(seconds=5)}
     ring["back"] = (ring, ring["td"], ring["ref"])
-    return [record(loop), record(ring), record([loop, ring, loop])]
+    bucket = OOBucket({"a": "x", "b": 1})
+    bucket["self"] = bucket
+    return [record(loop), record(ring), record([loop, ring, loop]), record({"bucket": bucket})]
 
 
 def test_cycles_made_while_decoding_are_collected():

@@ -56,6 +56,7 @@ cdef extern from "Python.h":
     object PyLong_FromVoidPtr(void* p)
     Py_ssize_t PyUnicode_FindChar(object s, Py_UCS4 ch, Py_ssize_t start, Py_ssize_t end, int direction) except -2
     void PyObject_GC_UnTrack(void* op)
+    int PyObject_IS_GC(PyObject* op)
 
 # The decoder flags, as in _decode_common (checked at import below).
 cdef enum:
@@ -111,6 +112,14 @@ cdef class _Context:
     cdef str name
     cdef object state
     cdef Py_ssize_t state_offset
+    # What makes the next reference cheaper (_persistent_ref): the last 8 bytes read and their @b text, the
+    # names list of the last class a reference named, its two names and its "module.Name".
+    cdef unsigned char oid_raw[8]
+    cdef object oid_text
+    cdef object ref_names
+    cdef object ref_module
+    cdef object ref_name
+    cdef object ref_text
 
 
 cdef _Context _new_context(bint compact):
@@ -462,9 +471,17 @@ cdef object _flat(list flat, bint is_map):
         return {"@ks": flat}
     if n % 2:
         return None  # not a bucket ZODB writes: keep every item in the generic form
+    cdef bint atoms = True
     pairs = []
     for i in range(0, n, 2):
-        pairs.append([<object>PyList_GET_ITEM(flat, i), <object>PyList_GET_ITEM(flat, i + 1)])
+        pair = [<object>PyList_GET_ITEM(flat, i), <object>PyList_GET_ITEM(flat, i + 1)]
+        if _no_container(pair):
+            _untracked(pair)
+        else:
+            atoms = False
+        pairs.append(pair)
+    if atoms:  # pairs of strs, ints...: nothing in the marker can lead back to it
+        return _untracked({"@kv": _untracked(pairs)})
     return {"@kv": pairs}
 
 
@@ -819,14 +836,26 @@ cdef int _append(_Context ctx, object target, list items, Py_ssize_t pos, str op
 cdef const char* HEX_DIGITS = b"0123456789abcdef"
 
 
-cdef inline object _untracked(object container):
-    """container, which the cycle collector will not walk: the fixed-shape payload of a marker (@ref's
-    [oid, class], @cls's [module, name], @td's three ints) and the one-key dict holding it.
+cdef inline bint _no_container(list items) noexcept:
+    """No item of items can hold a reference (strs, ints, floats, None...: no type the collector walks)."""
+    cdef Py_ssize_t i
+    for i in range(PyList_GET_SIZE(items)):
+        if PyObject_IS_GC(PyList_GET_ITEM(items, i)):
+            return False
+    return True
 
-    They hold only strs and ints, so no cycle passes through them (unless a caller later stores a container
-    in one: that cycle would never be collected).  Tracked, they were two thirds of the containers a decoded
-    wikipedia record keeps, and the collector's full collections walk every one of them again and again
-    while a caller keeps the results (docs/design.md, "Containers the collector skips").
+
+cdef inline object _untracked(object container):
+    """container, which the cycle collector will not walk: a list the decoder makes that no opcode can reach
+    and that holds no container (the payloads of @ref, @cls and @td; a BTree bucket's [key, value] pairs of
+    strs, ints...), or the marker dict holding one.
+
+    No cycle can pass through a list that holds no container and that nothing but its marker can change,
+    and CPython tracks a dict again as soon as a container is put in it: every cycle a pickle builds is
+    still the collector's.  Only a caller who later puts a container into one of these lists can make a
+    cycle through it that the collector never frees.  Tracked, they were most of the containers a decoded
+    record keeps (wikipedia: 25 of 32), which the collector's full collections walk again and again while
+    a caller keeps the results (docs/design.md, "Containers the collector skips").
     """
     PyObject_GC_UnTrack(<void*>container)
     return container
@@ -842,6 +871,32 @@ cdef str _hex(const unsigned char* raw, Py_ssize_t n):
     return out
 
 
+cdef object _ref_class_text(_Context ctx, object klass):
+    """The "module.Name" of a compact @ref's class marker, or None: not a class marker, or a name with a
+    dot (the way back would split it at the wrong dot: the reference keeps its generic form).
+
+    The last one made is kept with the names list it came from: a record's references name a few classes,
+    each by the memo's same marker.  The list and both names are compared by identity, so a list changed
+    since is read again.
+    """
+    cdef PyObject* found = _only_value(klass, "@cls")
+    if found == NULL:
+        return None
+    names = <object>found
+    if (names is ctx.ref_names and PyList_GET_SIZE(names) == 2
+            and PyList_GET_ITEM(names, 0) == <PyObject*>ctx.ref_module
+            and PyList_GET_ITEM(names, 1) == <PyObject*>ctx.ref_name):
+        return ctx.ref_text
+    if not (type(names) is list and len(<list>names) == 2 and type(names[0]) is str and type(names[1]) is str):
+        return None
+    module, name = names
+    ctx.ref_names = names
+    ctx.ref_module = module
+    ctx.ref_name = name
+    ctx.ref_text = None if "." in name else f"{module}.{name}" if module else name
+    return ctx.ref_text
+
+
 cdef dict _persistent_ref(_Context ctx, object pid, Py_ssize_t pos):
     """The @ref marker of a persistent id; its oid goes into refs as ZODB's referencesf finds it."""
     cdef unsigned char raw[8]
@@ -853,7 +908,11 @@ cdef dict _persistent_ref(_Context ctx, object pid, Py_ssize_t pos):
         items = <object>found
         if type(items) is list and len(<list>items) == 2:
             first = (<list>items)[0]
-            size = _b64_small(first, raw, 8)
+            if ctx.oid_text is not None and _only_value(first, "@b") == <PyObject*>ctx.oid_text:
+                memcpy(raw, ctx.oid_raw, 8)  # the bytes SHORT_BINBYTES just read
+                size = 8
+            else:
+                size = _b64_small(first, raw, 8)
             if size == 8:  # ZODB's (oid, class) reference
                 ctx.refs.append(<int64_t>((<uint64_t>raw[0] << 56) | (<uint64_t>raw[1] << 48)
                                           | (<uint64_t>raw[2] << 40) | (<uint64_t>raw[3] << 32)
@@ -864,11 +923,9 @@ cdef dict _persistent_ref(_Context ctx, object pid, Py_ssize_t pos):
                 klass = (<list>items)[1]
                 if klass is None:
                     return {"@ref": _hex(raw, 8)}
-                names = _global_names(klass)
-                if names is not None:
-                    module, name = names
-                    if "." not in name:  # "module.Name" is split at its last dot on the way back
-                        return _untracked({"@ref": _untracked([_hex(raw, 8), f"{module}.{name}" if module else name])})
+                dotted = _ref_class_text(ctx, klass)
+                if dotted is not None:
+                    return _untracked({"@ref": _untracked([_hex(raw, 8), dotted])})
                 return {"@ref": pid}
     return persistent_ref(ctx, pid)
 
@@ -1210,7 +1267,11 @@ cdef inline Py_ssize_t _op_short_binbytes(_Context ctx, const unsigned char* p,
         pos += 4
     if n > end - pos:
         raise _eof(pos)
-    PyList_Append(ctx.stack, _bytes_marker(p + pos, n))
+    marker = _bytes_marker(p + pos, n)
+    if n == 8:  # an oid, mostly: _persistent_ref takes its bytes from here rather than from the base64
+        memcpy(ctx.oid_raw, p + pos, 8)
+        ctx.oid_text = (<dict>marker)["@b"]
+    PyList_Append(ctx.stack, marker)
     pos += n
     return pos
 
@@ -1626,43 +1687,97 @@ cdef object _finish(object value, _Context ctx, Py_ssize_t start):
     return value
 
 
-cdef bint _too_deep(object v, Py_ssize_t depth) except -1:
-    """_decode_common._check_depth in C: is the tree deeper than MAX_DEPTH, counted the same way?"""
-    cdef object children
+cdef enum Below:
+    # What _decode_common._levels_below counts one level below a container
+    BELOW_ITEMS         # a list's items, or the payload list of @t, @set, @fset, @td, @cls
+    BELOW_VALUES        # a dict's values, or those of the payload dict of @reduce, @newobj, @inst
+    BELOW_PAIR_ITEMS    # the items of each pair of a @d payload
+    BELOW_NOTHING       # a one-key marker of a str (bytes, a big int, a date...): a scalar, not a level
+
+
+cdef int _below(dict d, PyObject** inner) noexcept:
+    """_decode_common._levels_below of a dict, as a Below; *inner is the container whose parts they are."""
     cdef Py_ssize_t i = 0
     cdef PyObject* key
     cdef PyObject* val
+    inner[0] = <PyObject*>d
+    if len(d) != 1:
+        return BELOW_VALUES
+    PyDict_Next(d, &i, &key, &val)
+    if not _at_text(key):
+        return BELOW_VALUES
+    if type(<object>val) is list:
+        if (_is_key(key, "@t") or _is_key(key, "@set") or _is_key(key, "@fset") or _is_key(key, "@td")
+                or _is_key(key, "@cls")):
+            inner[0] = val
+            return BELOW_ITEMS
+        if _is_key(key, "@d"):
+            inner[0] = val
+            return BELOW_PAIR_ITEMS
+    elif type(<object>val) is dict:
+        if _is_key(key, "@reduce") or _is_key(key, "@newobj") or _is_key(key, "@inst"):
+            inner[0] = val
+            return BELOW_VALUES
+    elif type(<object>val) is str:
+        return BELOW_NOTHING
+    return BELOW_VALUES
+
+
+cdef inline bint _at_text(PyObject* k) noexcept:
+    """k is a str starting with "@"."""
+    return type(<object>k) is str and PyUnicode_GET_LENGTH(<object>k) > 0 and PyUnicode_READ_CHAR(<object>k, 0) == 64
+
+
+cdef bint _too_deep(object v, Py_ssize_t depth) except -1:
+    """_decode_common._check_depth in C: is the tree deeper than MAX_DEPTH, counted the same way?
+
+    Nothing runs between the reads (the tree is the decoder's own, of dicts, lists and atoms), so the
+    parts are read in place, without a reference or a list of them.
+    """
+    cdef PyObject* inner
+    cdef PyObject* pair
+    cdef Py_ssize_t i
+    cdef int below
     if type(v) is list:
-        children = v
+        below = BELOW_ITEMS
+        inner = <PyObject*>v
     elif type(v) is dict:
-        children = None
-        if len(<dict>v) == 1:
-            PyDict_Next(<dict>v, &i, &key, &val)
-            k = <object>key
-            payload = <object>val
-            if type(k) is str and (<str>k).startswith("@"):
-                if k in _LIST_PAYLOADS and type(payload) is list:
-                    children = payload
-                elif k in _DICT_PAYLOADS and type(payload) is dict:
-                    children = list((<dict>payload).values())
-                elif k == "@d" and type(payload) is list:
-                    children = [x for pair in <list>payload if type(pair) is list for x in <list>pair]
-                elif type(payload) is str:
-                    return False  # bytes, a big int, a date...: a scalar, not a level
-        if children is None:
-            children = list((<dict>v).values())
+        below = _below(<dict>v, &inner)
+        if below == BELOW_NOTHING:
+            return False
     else:
         return False
     if depth > C_MAX_DEPTH:
         return True
-    for c in <list>children:
-        if (type(c) is dict or type(c) is list) and _too_deep(c, depth + 1):
+    if below == BELOW_VALUES:
+        return _values_too_deep(<dict>inner, depth + 1)
+    if below == BELOW_ITEMS:
+        return _items_too_deep(<list>inner, depth + 1)
+    for i in range(PyList_GET_SIZE(<list>inner)):  # BELOW_PAIR_ITEMS
+        pair = PyList_GET_ITEM(<list>inner, i)
+        if type(<object>pair) is list and _items_too_deep(<list>pair, depth + 1):
             return True
     return False
 
 
-cdef frozenset _LIST_PAYLOADS = _decode_common._LIST_PAYLOADS
-cdef frozenset _DICT_PAYLOADS = _decode_common._DICT_PAYLOADS
+cdef bint _items_too_deep(list items, Py_ssize_t depth) except -1:
+    cdef Py_ssize_t i
+    cdef PyObject* c
+    for i in range(PyList_GET_SIZE(items)):
+        c = PyList_GET_ITEM(items, i)
+        if (type(<object>c) is dict or type(<object>c) is list) and _too_deep(<object>c, depth):
+            return True
+    return False
+
+
+cdef bint _values_too_deep(dict d, Py_ssize_t depth) except -1:
+    cdef Py_ssize_t i = 0
+    cdef PyObject* key
+    cdef PyObject* c
+    while PyDict_Next(d, &i, &key, &c):
+        if (type(<object>c) is dict or type(<object>c) is list) and _too_deep(<object>c, depth):
+            return True
+    return False
 
 
 cdef bint _has_escape_prefix(bytes data):
