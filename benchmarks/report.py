@@ -27,7 +27,9 @@ Parts (--parts; the default is sets, threads and load):
            tables, and pg_json's MB/s of pickle input on the generated sets
            next to a memcpy of the same bytes timed in the same alternation
   threads  pg_json records/s with 1 and 2 threads on plone_large_text, for
-           the Cython twin and the Rust codec (see threads.py)
+           the Cython twin and the Rust codec, results kept and dropped, and
+           the Cython twin in 1 and 2 processes: the machine's ceiling (see
+           threads.py)
   load     the load path of a PostgreSQL storage on wikipedia, public and
            large_strings: (a) json.loads + the storage's @ns walk + Rust
            encode, (b) json.loads + our encode, (c) our
@@ -99,6 +101,7 @@ DEFAULT_PARTS = ("sets", "threads", "load")
 THROUGHPUT_SETS = datasets.GENERATED_NAMES
 THREAD_SETS = ("plone_large_text",)
 THREAD_COUNTS = (1, 2)
+PROCESS_BUDGETS = 10  # the processes' ceiling runs for this many budgets a round (threads.process_throughput)
 GC_SETS = ("wikipedia", "public")
 LOAD_SETS = ("wikipedia", "public", "large_strings")
 PG_SET = "wikipedia"
@@ -504,11 +507,23 @@ def part_threads(run: Run) -> Part:
     for label in run.chosen(THREAD_SETS):
         items, _ = run.usable(label)
         rates = threads.thread_throughput(functions, items, THREAD_COUNTS, run.args.budget, run.args.rounds)
+        dropped = threads.thread_throughput(functions, items, THREAD_COUNTS, run.args.budget, run.args.rounds,
+                                            keep=False)
         part.data[label] = rates
-        for name, by_count in rates.items():
-            speeds = [by_count[k]["records/s"] for k in THREAD_COUNTS]
-            lines.append([label, name, *(f"{v:,.0f}" for v in speeds), f"{speeds[1] / speeds[0]:.2f}",
-                          *(f"{by_count[k]['cpu/wall']:.2f}" for k in THREAD_COUNTS)])
+        part.data[label + " (results dropped)"] = dropped
+        for results, by_name in (("kept", rates), ("dropped", dropped)):
+            for name, by_count in by_name.items():
+                speeds = [by_count[k]["records/s"] for k in THREAD_COUNTS]
+                lines.append([label, name, results, *(f"{v:,.0f}" for v in speeds), f"{speeds[1] / speeds[0]:.2f}",
+                              *(f"{by_count[k]['cpu/wall']:.2f}" for k in THREAD_COUNTS)])
+        if "cython" in functions:  # the machine's ceiling: as many processes as threads, nothing shared
+            ceiling = threads.process_throughput(functions["cython"], items, THREAD_COUNTS,
+                                                 PROCESS_BUDGETS * run.args.budget, min(3, run.args.rounds))
+            if ceiling is not None:
+                part.data[label + " (processes)"] = ceiling
+                speeds = [ceiling[k] for k in THREAD_COUNTS]
+                lines.append([label, "cython", "processes", *(f"{v:,.0f}" for v in speeds),
+                              f"{speeds[1] / speeds[0]:.2f}", *("" for _ in THREAD_COUNTS)])
         what = f"[issue 12] compiled pg_json 2 threads/1 thread records/s {label} >= {THREADS_GOAL}"
         compiled = rates.get("cython")
         value = compiled[2]["records/s"] / compiled[1]["records/s"] if compiled else None
@@ -516,8 +531,9 @@ def part_threads(run: Run) -> Part:
     title = (f"threads: pg_json records/s ({os.cpu_count()} cores, load average {load} before; k threads start"
              " together at a barrier, each makes one whole pass over the set; records/s = k x records / wall"
              " time; CPU/wall: the process's CPU time over wall time, about k x the 1-thread value when the"
-             " threads run at once)")
-    header = ["set", "contender", *(f"{k} thread{'s' if k > 1 else ''}" for k in THREAD_COUNTS), "2/1",
+             " threads run at once; results kept until the pass ends (the goal's measure) or dropped at once;"
+             " processes: the same passes, results dropped, in as many forked processes, the machine's ceiling)")
+    header = ["set", "contender", "results", *(f"{k} thread{'s' if k > 1 else ''}" for k in THREAD_COUNTS), "2/1",
               *(f"CPU/wall {k}" for k in THREAD_COUNTS)]
     part.tables.append(render(title, header, lines, run.args.markdown))
     return part

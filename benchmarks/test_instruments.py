@@ -156,6 +156,20 @@ def test_threads_run_together_and_report_records_per_second():
     assert len(seen) >= 2
 
 
+def test_a_pass_keeps_or_drops_its_results():
+    calls = []
+    kept = threads.ThreadedPass(lambda x: calls.append(x) or x * 2, [1, 2, 3], 1).work()
+    dropped = threads.ThreadedPass(lambda x: calls.append(x) or x * 2, [1, 2, 3], 1, keep=False).work()
+    assert kept == [2, 4, 6] and dropped is None and calls == [1, 2, 3] * 2
+
+
+def test_processes_run_together_and_report_records_per_second():
+    rates = threads.process_throughput(len, [b"x"] * 100, (1, 2), seconds=0.01, rounds=1)
+    if rates is None:
+        pytest.skip("no fork on this platform: the report leaves the processes' ceiling out")
+    assert set(rates) == {1, 2} and all(r > 0 for r in rates.values())
+
+
 def test_a_failing_thread_fails_the_run():
     with pytest.raises(ZeroDivisionError):
         threads.run_threads(lambda: 1 / 0, 2)
