@@ -287,3 +287,36 @@ def test_cython_modules_are_fresh_or_absent(tmp_path):
     assert required.returncode != 0
     assert REQUIRED_ERROR in required.output
     assert required.wheels == []
+
+
+#: What the build without SIMD runs: the tests that reach the C with a plain-C branch beside its SSE2/SSSE3 one
+#: (UTF-8 checks and copies, JSON string runs and escapes, base64, str to UTF-8).
+PORTABLE_TESTS = ("tests/test_load_path.py", "tests/test_direct_lane.py", "tests/test_twins.py", "-k",
+                  "utf8 or escape or wide or three_byte or width or bad_bytes or known_texts or generated_json"
+                  " or base64 or text or str")
+SIMD_SYMBOL = b"zjc_json_run_ssse3"  # a local symbol of the SIMD build's _encode_cython
+
+
+@pytest.mark.skipif(PYPY, reason="PyPy builds nothing")
+@compiler_from_cc
+@pytest.mark.skipif(working_compiler() is None, reason="no C compiler on this machine")
+def test_plain_c_branches_without_simd(tmp_path):
+    """CPUs and compilers without SSE2/SSSE3 (ARM, MSVC) take the plain-C branches: built here with
+    -DZJC_NO_SIMD, which turns every SIMD branch off, they must pass the tests of the text they handle."""
+    tree = source_tree(tmp_path)
+    build = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=tree,
+                           env=child_env({"CFLAGS": "-DZJC_NO_SIMD", "ZODB_JSON_CODEC_REQUIRE_EXT": "1"}),
+                           capture_output=True, text=True, timeout=1800)
+    assert build.returncode == 0, (build.stdout + build.stderr)[-3000:]
+    [encoder] = (tree / "src" / "zodb_json_codec").glob(f"_encode_cython{EXT_SUFFIX}")
+    assert SIMD_SYMBOL not in encoder.read_bytes()
+    if sys.platform.startswith("linux") and os.uname().machine == "x86_64":  # the usual build has it
+        assert SIMD_SYMBOL in next((ROOT / "src" / "zodb_json_codec").glob(f"_encode_cython{EXT_SUFFIX}")).read_bytes()
+    env = child_env({"PYTHONPATH": str(tree / "src"), "ZODB_JSON_CODEC_PURE_PYTHON": "0"})
+    where = subprocess.run([sys.executable, "-c", "import zodb_json_codec._encode_cython as e; print(e.__file__)"],
+                           env=env, capture_output=True, text=True, timeout=60)
+    assert where.stdout.strip() == str(encoder), where.stdout + where.stderr
+    tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *PORTABLE_TESTS],
+                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+    assert tests.returncode == 0, tests.stdout[-5000:] + tests.stderr[-2000:]
+    assert " passed" in tests.stdout.splitlines()[-1]

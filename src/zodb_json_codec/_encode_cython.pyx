@@ -77,10 +77,10 @@ cdef extern from *:
         return n / 4 * 3 - 2;
     }
 
-    #if defined(__SSE2__) && defined(__GNUC__)
+    #if defined(__SSE2__) && defined(__GNUC__) && !defined(ZJC_NO_SIMD)
     #include <emmintrin.h>
     #endif
-    #if defined(__GNUC__) && defined(__x86_64__)
+    #if defined(__GNUC__) && defined(__x86_64__) && !defined(ZJC_NO_SIMD)
     #define ZJC_SSSE3 1
     #include <tmmintrin.h>
     /* 16 characters at a time (the SSSE3 decoder of Wojciech Mula and
@@ -256,7 +256,7 @@ cdef extern from *:
     static Py_ssize_t zjc_plain_run(const unsigned char *p, Py_ssize_t n) {
         Py_ssize_t i = 0;
         unsigned char c;
-    #if defined(__SSE2__) && defined(__GNUC__)
+    #if defined(__SSE2__) && defined(__GNUC__) && !defined(ZJC_NO_SIMD)
         const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8(92);
         const __m128i space = _mm_set1_epi8(0x20), width = _mm_set1_epi8(0x7E - 0x20), ones = _mm_set1_epi8(-1);
         for (; i + 16 <= n; i += 16) {

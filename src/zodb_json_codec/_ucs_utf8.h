@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include "Python.h"
 
-#if defined(__SSE2__) && defined(__GNUC__)
+#if defined(__SSE2__) && defined(__GNUC__) && !defined(ZJC_NO_SIMD)
 #include <emmintrin.h>
 #endif
 #if defined(__GNUC__)
@@ -24,7 +24,7 @@
 #else
 #define ZJC_ALWAYS_INLINE static inline
 #endif
-#if defined(__GNUC__) && defined(__x86_64__)
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(ZJC_NO_SIMD)
 #define ZJC_UCS_SSSE3 1
 #include <tmmintrin.h>
 #endif
@@ -69,7 +69,7 @@ static inline unsigned char *zjc_code_point(unsigned char *o, uint32_t c) {
 /* The 16 1-byte characters at p copied to o (room for 16 bytes): how many of them lead up to the first
    that is not ASCII (16: none is). */
 static inline int zjc_ascii_run16(const Py_UCS1 *p, unsigned char *o) {
-#if defined(__SSE2__) && defined(__GNUC__)
+#if defined(__SSE2__) && defined(__GNUC__) && !defined(ZJC_NO_SIMD)
     __m128i x = _mm_loadu_si128((const __m128i *)p);
     int mask = _mm_movemask_epi8(x);
     _mm_storeu_si128((__m128i *)o, x);
@@ -81,7 +81,7 @@ static inline int zjc_ascii_run16(const Py_UCS1 *p, unsigned char *o) {
 
 /* The same for 8 2-byte characters (room for 8 bytes at o). */
 static inline int zjc_ascii_run8(const Py_UCS2 *p, unsigned char *o) {
-#if defined(__SSE2__) && defined(__GNUC__)
+#if defined(__SSE2__) && defined(__GNUC__) && !defined(ZJC_NO_SIMD)
     __m128i x = _mm_loadu_si128((const __m128i *)p);
     __m128i ascii = _mm_cmpeq_epi16(_mm_and_si128(x, _mm_set1_epi16((short)0xFF80)), _mm_setzero_si128());
     unsigned int mask = (unsigned int)_mm_movemask_epi8(ascii);
@@ -94,7 +94,7 @@ static inline int zjc_ascii_run8(const Py_UCS2 *p, unsigned char *o) {
 
 /* The same for 8 4-byte characters (room for 8 bytes at o). */
 static inline int zjc_ascii_run8_wide(const Py_UCS4 *p, unsigned char *o) {
-#if defined(__SSE2__) && defined(__GNUC__)
+#if defined(__SSE2__) && defined(__GNUC__) && !defined(ZJC_NO_SIMD)
     __m128i a = _mm_loadu_si128((const __m128i *)p), b = _mm_loadu_si128((const __m128i *)(p + 4));
     __m128i high = _mm_set1_epi32((int)0xFFFFFF80), zero = _mm_setzero_si128();
     __m128i ascii = _mm_packs_epi32(_mm_cmpeq_epi32(_mm_and_si128(a, high), zero),
@@ -286,7 +286,7 @@ ZJC_ALWAYS_INLINE void zjc_units_of_width(int kind, const unsigned char *p, Py_s
     int k, size;
     Py_UCS4 c;
     while (i < n) {
-#if defined(__SSE2__) && defined(__GNUC__)
+#if defined(__SSE2__) && defined(__GNUC__) && !defined(ZJC_NO_SIMD)
         if (p[i] < 0x80 && i + 16 <= n && j + 16 <= chars) {
             const __m128i x = _mm_loadu_si128((const __m128i *)(p + i)), zero = _mm_setzero_si128();
             const int mask = _mm_movemask_epi8(x);

@@ -55,7 +55,7 @@ static Py_ssize_t zjc_utf8_prefix_bytewise(const unsigned char *p, Py_ssize_t n,
     return n;
 }
 
-#if defined(__GNUC__) && defined(__x86_64__)
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(ZJC_NO_SIMD)
 #define ZJC_UTF8_SSSE3 1
 #include <tmmintrin.h>
 
