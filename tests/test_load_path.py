@@ -310,6 +310,48 @@ def test_utf8_checked_block_by_block(twins, size, filler):
         check_utf8_string(twins, payload)
 
 
+#: Two-character and \u escapes: each ends a run the compiled reader copies and checks 16 bytes at a time.
+RUN_ENDING_ESCAPES = [b'\\n', b'\\"', b'\\\\', b'\\/', b'\\u00e9', b'\\ud83d\\ude00']
+
+
+def check_one_pass_utf8(twins, payload: bytes) -> None:
+    """check_utf8_string, and where the payload is strict UTF-8 and JSON, the one pass must take it by itself (a
+    fallback to the normative way would hide a sequence it wrongly refuses)."""
+    check_utf8_string(twins, payload)
+    data = b'["' + payload + b'"]'
+    try:
+        expected = _definition(twins[0], "app.mod", "Kls", data.decode("utf-8"))
+    except UnicodeDecodeError:
+        return
+    if expected is not None:  # else a control character: not JSON
+        assert observe(twins[1].encode_module._one_pass_record, "app.mod", "Kls", data) == expected, data
+
+
+@pytest.mark.parametrize("escape", RUN_ENDING_ESCAPES)
+@pytest.mark.parametrize("filler", ["a", "中"])
+def test_utf8_beside_escapes_checked_block_by_block(twins, escape, filler):
+    """Each sequence strict UTF-8 takes or refuses, just before, just after and between escapes, and before
+    a long stretch of ASCII, at every position around the first 16-byte blocks and around the 64th byte."""
+    for sequence in UTF8_SEQUENCES:
+        for at in (*range(0, 18), *range(58, 76)):
+            whole = at // len(filler.encode())
+            head = filler.encode() * whole + b"a" * (at - whole * len(filler.encode()))
+            for payload in (head + sequence + escape, head + escape + sequence + b"b" * 20,
+                            head + escape + sequence + escape + b"c" * 70, head + sequence + b"d" * 80,
+                            escape + head + sequence + b"d" * 80):
+                check_one_pass_utf8(twins, payload)
+
+
+@pytest.mark.parametrize("every", [1, 7, 16, 61])
+def test_long_strs_with_escapes_past_the_gil_limit(twins, every):
+    """Strings longer than the part the compiled reader reads with the GIL held (64 KB), an escape every so
+    many characters of each UTF-8 width: the runs after that point are read without the GIL."""
+    rng = random.Random(every)
+    pieces = ["\n", '"', "\\", "/", "\t", "\x01", "é", "\u2028"]
+    text = "".join(rng.choice("aé中😀") * every + rng.choice(pieces) for _ in range(150000 // every))
+    check_text(twins, json.dumps([text], ensure_ascii=False), one_pass=True)
+
+
 _UTF8_PIECES = st.one_of(st.sampled_from(UTF8_SEQUENCES), st.binary(max_size=4),
                          st.text(max_size=24).map(lambda t: t.encode("utf-8", "surrogatepass")))
 
