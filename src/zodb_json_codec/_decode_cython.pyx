@@ -22,7 +22,7 @@ from cpython.list cimport PyList_Append, PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.long cimport PyLong_FromLongLong
 from cpython.exc cimport PyErr_Clear, PyErr_ExceptionMatches
 from cpython.object cimport PyObject
-from cpython.ref cimport Py_DECREF
+from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.string cimport memchr, memcmp, memcpy
 from libc.math cimport fabs, isinf, isnan, signbit
@@ -165,8 +165,55 @@ cdef inline object _real(_Context ctx, object v):
     return v
 
 
+# Short ASCII texts made once and shared: a record's dict keys ("title", "creators") and class names come back
+# in every record, and a shared str is one allocation less per use, its hash already known when it is put
+# into a dict.  A slot holds the last text that hashed to it (a strong reference; 1024 strs of at most
+# _SHARED_TEXT bytes, about 80 KB at most).  Only touched with the GIL held, and nothing between reading and
+# writing a slot lets another thread run.  strs are immutable: sharing one is invisible but to `is`.
+cdef enum:
+    _SHARED_TEXT = 40
+    _SHARED_SLOTS = 1024  # a power of 2
+
+cdef PyObject* _shared_texts[_SHARED_SLOTS]
+
+
+cdef inline uint64_t _text_hash(const unsigned char* p, Py_ssize_t n) noexcept:
+    cdef uint64_t h = 14695981039346656037ULL ^ <uint64_t>n
+    cdef Py_ssize_t i
+    for i in range(n):
+        h = (h ^ p[i]) * 1099511628211ULL
+    return h ^ (h >> 29)
+
+
+cdef str _shared_ascii(const unsigned char* p, Py_ssize_t n):
+    """The str of n ASCII bytes (1 <= n <= _SHARED_TEXT, no U+0000), from the table when it is there."""
+    cdef Py_ssize_t slot = <Py_ssize_t>(_text_hash(p, n) & (_SHARED_SLOTS - 1))
+    cdef PyObject* old = _shared_texts[slot]
+    if old != NULL and PyUnicode_GET_LENGTH(<object>old) == n and memcmp(PyUnicode_1BYTE_DATA(<object>old), p, n) == 0:
+        return <str>old
+    cdef str s = PyUnicode_New(n, 127)
+    memcpy(PyUnicode_1BYTE_DATA(s), p, n)
+    Py_INCREF(s)
+    _shared_texts[slot] = <PyObject*>s
+    Py_XDECREF(old)
+    return s
+
+
+cdef inline bint _short_ascii(const unsigned char* p, Py_ssize_t n) noexcept:
+    """1 to _SHARED_TEXT bytes of ASCII without U+0000."""
+    cdef Py_ssize_t i
+    if n < 1 or n > _SHARED_TEXT:
+        return False
+    for i in range(n):
+        if <unsigned char>(p[i] - 1) >= 0x7F:  # 0 (wraps to 0xFF) and 0x80-0xFF
+            return False
+    return True
+
+
 cdef str _utf8(const unsigned char* p, Py_ssize_t n, Py_ssize_t start, _Context ctx):
     """Text of n UTF-8 bytes; lone surrogates (surrogatepass) are flagged, anything else invalid."""
+    if _short_ascii(p, n):
+        return _shared_ascii(p, n)
     if n and memchr(p, 0, n) != NULL:
         ctx.flags |= F_NUL
     # No try/except: a try block saves and restores the exception state, a cost on every string.
