@@ -177,17 +177,28 @@ cdef enum:
 cdef PyObject* _shared_texts[_SHARED_SLOTS]
 
 
-cdef inline uint64_t _text_hash(const unsigned char* p, Py_ssize_t n) noexcept:
-    cdef uint64_t h = 14695981039346656037ULL ^ <uint64_t>n
-    cdef Py_ssize_t i
-    for i in range(n):
-        h = (h ^ p[i]) * 1099511628211ULL
-    return h ^ (h >> 29)
+cdef inline bint _shareable(const unsigned char* p, Py_ssize_t n, Py_ssize_t* slot) noexcept:
+    """Is p[0:n] 1 to _SHARED_TEXT bytes of ASCII without U+0000?  If so, *slot is its slot: the bytes read
+    8 at a time (the last word padded with spaces), each checked and mixed into the hash as it goes."""
+    cdef uint64_t h = <uint64_t>n * 0x9E3779B97F4A7C15ULL, w, bad = 0
+    cdef Py_ssize_t i = 0
+    if n < 1 or n > _SHARED_TEXT:
+        return False
+    while i < n:
+        if n - i >= 8:
+            memcpy(&w, p + i, 8)
+        else:
+            w = 0x2020202020202020ULL
+            memcpy(&w, p + i, <size_t>(n - i))
+        bad |= (w | ((w - 0x0101010101010101ULL) & ~w)) & 0x8080808080808080ULL  # a byte >= 0x80, or 0
+        h = (h ^ w) * 0xFF51AFD7ED558CCDULL
+        i += 8
+    slot[0] = <Py_ssize_t>((h ^ (h >> 29)) & (_SHARED_SLOTS - 1))
+    return bad == 0
 
 
-cdef str _shared_ascii(const unsigned char* p, Py_ssize_t n):
-    """The str of n ASCII bytes (1 <= n <= _SHARED_TEXT, no U+0000), from the table when it is there."""
-    cdef Py_ssize_t slot = <Py_ssize_t>(_text_hash(p, n) & (_SHARED_SLOTS - 1))
+cdef str _shared_ascii(const unsigned char* p, Py_ssize_t n, Py_ssize_t slot):
+    """The str of the n ASCII bytes at p (_shareable's), from its slot of the table when it is there."""
     cdef PyObject* old = _shared_texts[slot]
     if old != NULL and PyUnicode_GET_LENGTH(<object>old) == n and memcmp(PyUnicode_1BYTE_DATA(<object>old), p, n) == 0:
         return <str>old
@@ -199,21 +210,11 @@ cdef str _shared_ascii(const unsigned char* p, Py_ssize_t n):
     return s
 
 
-cdef inline bint _short_ascii(const unsigned char* p, Py_ssize_t n) noexcept:
-    """1 to _SHARED_TEXT bytes of ASCII without U+0000."""
-    cdef Py_ssize_t i
-    if n < 1 or n > _SHARED_TEXT:
-        return False
-    for i in range(n):
-        if <unsigned char>(p[i] - 1) >= 0x7F:  # 0 (wraps to 0xFF) and 0x80-0xFF
-            return False
-    return True
-
-
 cdef str _utf8(const unsigned char* p, Py_ssize_t n, Py_ssize_t start, _Context ctx):
     """Text of n UTF-8 bytes; lone surrogates (surrogatepass) are flagged, anything else invalid."""
-    if _short_ascii(p, n):
-        return _shared_ascii(p, n)
+    cdef Py_ssize_t slot
+    if _shareable(p, n, &slot):
+        return _shared_ascii(p, n, slot)
     if n and memchr(p, 0, n) != NULL:
         ctx.flags |= F_NUL
     # No try/except: a try block saves and restores the exception state, a cost on every string.
