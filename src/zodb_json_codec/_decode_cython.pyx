@@ -759,8 +759,7 @@ cdef inline bint _maybe_marker(dict d):
     if n == 0 or n > 4:
         return False
     PyDict_Next(d, &i, &key, &val)
-    k = <object>key
-    return type(k) is str and PyUnicode_GET_LENGTH(k) > 0 and PyUnicode_READ_CHAR(k, 0) == 64  # "@"
+    return _at_text(key)
 
 
 # ---------------------------------------------------------------------------
@@ -833,7 +832,7 @@ cdef bint _keeps_spans(_Context ctx, object target, object first_new_key):
         first = <object>key
     else:
         first = first_new_key
-    return type(first) is str and not (PyUnicode_GET_LENGTH(first) > 0 and PyUnicode_READ_CHAR(first, 0) == 64)
+    return type(first) is str and not _at_text(<PyObject*>first)
 
 
 cdef int _real_items(_Context ctx, object target, list items) except -1:
@@ -935,7 +934,8 @@ cdef object _ref_class_text(_Context ctx, object klass):
             and PyList_GET_ITEM(names, 0) == <PyObject*>ctx.ref_module
             and PyList_GET_ITEM(names, 1) == <PyObject*>ctx.ref_name):
         return ctx.ref_text
-    if not (type(names) is list and len(<list>names) == 2 and type(names[0]) is str and type(names[1]) is str):
+    names = _global_names(klass)
+    if names is None:
         return None
     module, name = names
     ctx.ref_names = names
@@ -1266,7 +1266,7 @@ cdef inline bint _plain_set(_Context ctx, object target, object k):
     one key that could be a marker (set_items checks that first)."""
     return (type(target) is dict and type(k) is str and not ctx.shared and not ctx.objs and not ctx.dforms
             and len(<dict>target) != 1
-            and not (PyUnicode_GET_LENGTH(k) > 0 and PyUnicode_READ_CHAR(k, 0) == 64)
+            and not _at_text(<PyObject*>k)
             and not _maybe_marker(<dict>target))
 
 
@@ -1769,6 +1769,12 @@ cdef int _below(dict d, PyObject** inner) noexcept:
     elif type(<object>val) is str:
         return BELOW_NOTHING
     return BELOW_VALUES
+
+
+# _below spells out the payload keys of _decode_common._levels_below: the same ones, or no import.
+if (_decode_common._LIST_PAYLOADS != frozenset(("@t", "@set", "@fset", "@td", "@cls"))
+        or _decode_common._DICT_PAYLOADS != frozenset(("@reduce", "@newobj", "@inst"))):
+    raise ImportError("zodb_json_codec._decode_cython was built against other payload markers")
 
 
 cdef inline bint _at_text(PyObject* k) noexcept:
