@@ -668,6 +668,29 @@ def test_usual_class_pickles_and_their_memo(twins):
     assert not found, found.report()
 
 
+#: {"@cls": x} dicts a pickle builds itself (MARK... SETITEM), as the class of a persistent id: x None, an int,
+#: an empty list, or [module, name] built by LIST (which such a dict gets escaped for: no class marker either).
+_LOOKALIKE_CLASSES = [b"N", b"K\x05", b"]", b"(X\x01\x00\x00\x00mX\x02\x00\x00\x00Cll"]
+
+
+def _lookalike_ref(klass: bytes, last: int) -> bytes:
+    """BINPERSID of (8-byte oid, {"@cls": klass}) (a MARK'ed tuple)."""
+    return b"(C\x08" + b"\x00" * 7 + bytes([last]) + b"}X\x04\x00\x00\x00@cls" + klass + b"stQ"
+
+
+def test_references_to_lookalike_class_markers(twins):
+    """Both twins read such references alike, two to a record in every order: the compiled decoder keeps the
+    last class it named for the next reference, and must not take any other payload for that one."""
+    found = Differences()
+    head = b"\x80\x03cm\nC\nq\x00."
+    for first in _LOOKALIKE_CLASSES:
+        for second in _LOOKALIKE_CLASSES:
+            state = (b"\x80\x03}(X\x01\x00\x00\x00a" + _lookalike_ref(first, 1)
+                     + b"X\x01\x00\x00\x00b" + _lookalike_ref(second, 2) + b"u.")
+            compare_record(twins, head + state, found, f"{first!r} then {second!r}")
+    assert not found, found.report()
+
+
 def test_records_as_zodb_writes_them(twins):
     # The property tests' own records (zodbpickle, one memo for both pickles,
     # persistent references, application objects), compared here.

@@ -930,7 +930,7 @@ cdef object _ref_class_text(_Context ctx, object klass):
     if found == NULL:
         return None
     names = <object>found
-    if (names is ctx.ref_names and PyList_GET_SIZE(names) == 2
+    if (names is ctx.ref_names and names is not None and PyList_GET_SIZE(names) == 2
             and PyList_GET_ITEM(names, 0) == <PyObject*>ctx.ref_module
             and PyList_GET_ITEM(names, 1) == <PyObject*>ctx.ref_name):
         return ctx.ref_text
