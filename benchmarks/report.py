@@ -18,7 +18,9 @@ Sets: the ten synthetic shapes the Rust codec publishes numbers for (one
 record each), whole FileStorage scans (wikipedia and public from
 tests/data, plus any --fs), and two generated FileStorages of Plone-like
 content (benchmarks/largetext.py): plone_large_text (3 KB-1 MB rich-text
-bodies, 3 MB of pickles) and large_strings (50 KB-1 MB strings).
+bodies, 3 MB of pickles) and large_strings (50 KB-1 MB strings); and
+wikipedia_from_jsonb, the wikipedia records as encode_zodb_record writes
+them (what a storage decodes when it copies from a jsonb storage).
 Operations: decode (record -> dict), encode (the contender's own decoded
 dict -> record), pg_json (record -> JSON text).
 
@@ -105,7 +107,7 @@ PROCESS_BUDGETS = 10  # the processes' ceiling runs for this many budgets a roun
 GC_SETS = ("wikipedia", "public")
 LOAD_SETS = ("wikipedia", "public", "large_strings")
 PG_SET = "wikipedia"
-EVERY_CORPUS = datasets.SYNTHETIC_NAMES + datasets.FS_NAMES + datasets.GENERATED_NAMES
+EVERY_CORPUS = datasets.SYNTHETIC_NAMES + datasets.FS_NAMES + datasets.GENERATED_NAMES + datasets.DERIVED_NAMES
 
 
 @dataclass(frozen=True)

@@ -286,8 +286,26 @@ def test_a_class_named_with_a_dot_is_left_to_the_decoder(twins):
     assert lane is None and expected[0] == "ok"
 
 
+def test_records_as_encode_zodb_record_writes_them(twins):
+    """Their class pickle, ((module, name), None) without memo entries, takes the lane too (a storage copying
+    from a jsonb storage stores such records); a state that GETs a class memo entry is the decoder's."""
+    python, cython, lane = twins
+    state = {"title": "caf\xe9", "n": [1, 2.5, None], "x": {"@ref": ["0000000000000005", "zodbapp.Plain"]}}
+    for twin in (python, cython):
+        data = twin.encode_zodb_record({"@cls": ["zodbapp", "Plain"], "@s": state})
+        assert data.endswith(b"\x86N\x86.\x80\x03" + data[data.index(b".") + 3:])
+        taken, expected = lane_and_python(twins, data)
+        assert taken is not None and ("ok", taken) == expected
+        assert taken[3] == [5]
+        klass = data[:data.index(b".") + 1]
+        taken, expected = lane_and_python(twins, klass + b"\x80\x03h\x00.")
+        assert taken is None and expected[0] == "raised" and issubclass(expected[1], ValueError)
+        assert "memo" in expected[2]
+
+
 def test_other_class_pickles_are_left_to_the_decoder(twins):
-    """Only the two usual class forms take the lane: (module, name) as GLOBAL or as two texts."""
+    """Only the three usual class forms take the lane: (module, name) as GLOBAL or as two texts, and
+    ((module, name), None) as encode_zodb_record writes it, without memo entries."""
     for klass in [(("myapp", "Doc"), None), (("myapp", "Doc"), (1,))]:
         lane, expected = lane_and_python(twins, record({"a": 1}, 3, klass=klass))
         assert lane is None and expected[0] == "ok"

@@ -629,11 +629,20 @@ def test_class_names_at_the_edges(twins):
 
 
 def _class_pickle(form: str, module: bytes, name: bytes, protocol: int = 3) -> bytes:
-    """A record's class pickle as ZODB writes it ("global") or as the Rust codec's shapes do ("text")."""
+    """A record's class pickle as ZODB writes it ("global"), as the Rust codec's shapes do ("text"), as both
+    codecs' encode_zodb_record write it ("encoded": ((module, name), None), no memo), or as a pickler writes
+    ((module, name), None) and ((module, name), (1,)) ("encoded memo", "encoded args")."""
     head = b"\x80" + bytes([protocol])
     if form == "global":
         return head + b"c" + module + b"\n" + name + b"\nq\x00."
-    text = b"".join(b"X" + struct.pack("<I", len(s)) + s + b"q" + bytes([i]) for i, s in enumerate((module, name)))
+    texts = [b"X" + struct.pack("<I", len(s)) + s for s in (module, name)]
+    if form == "encoded":
+        return head + b"".join(texts) + b"\x86N\x86."
+    if form == "encoded args":
+        return head + b"".join(texts) + b"\x86K\x01\x85\x86."
+    text = b"".join(t + b"q" + bytes([i]) for i, t in enumerate(texts))
+    if form == "encoded memo":
+        return head + text + b"\x86q\x02Nh\x02\x86q\x03."
     return head + text + b"\x86q\x02."
 
 
@@ -650,11 +659,12 @@ _NAMES = [(b"m", b"C"), (b"persistent.mapping", b"PersistentMapping"), (b"BTrees
 
 
 def test_usual_class_pickles_and_their_memo(twins):
-    """The compiled decoder reads the two usual forms of class pickle as bytes and makes the class marker in
-    the memo only if the state GETs it: names at the edges of that reading, every protocol, the pattern cut
-    short or one byte off, and states that GET, overwrite or miss the class pickle's memo entries."""
+    """The compiled decoder reads the three usual forms of class pickle as bytes and makes the class marker
+    in the memo only if the state GETs it: names at the edges of that reading, every protocol, the pattern
+    cut short or one byte off, and states that GET, overwrite or miss the class pickle's memo entries.  The
+    other ((module, name), arguments) forms go through the pickle machine and a reading in C."""
     found = Differences()
-    for form in ("global", "text"):
+    for form in ("global", "text", "encoded", "encoded memo", "encoded args"):
         for module, name in _NAMES:
             for protocol in (1, 2, 3, 4):
                 for state in _STATES_USING_THE_CLASS_MEMO:

@@ -41,7 +41,8 @@ from ._decode_common import (
     persistent_ref, string_line, text_line, unicode_line,
 )
 from ._jsontext_cython cimport TextSpan, clean_utf8, materialized, pg_json_text, text_span
-from ._pickletext_cython cimport ClassPickle, lane_text, plain_state_text
+from ._pickletext_cython cimport (CLASS_GLOBAL, CLASS_NAMES, CLASS_NAMES_NONE, ClassForm, ClassPickle, lane_text,
+                                  plain_state_text)
 from ._jsontext_python import pretty_json_text, sanitize_for_pg
 
 cdef extern from "Python.h":
@@ -1873,7 +1874,11 @@ cdef object _class_metadata(object klass, _Context ctx):
             ctx.module, ctx.name = first, items[1]
             return None
         names = _global_names(first)
-        if names is not None:  # (class, arguments)
+        if names is None:
+            names = _tuple_items(first)
+            if not (names is not None and len(names) == 2 and type(names[0]) is str and type(names[1]) is str):
+                names = None
+        if names is not None:  # (class, arguments) or ((module, name), arguments)
             ctx.module, ctx.name = names
             return items[1]
     meta = _decode_known.class_metadata(klass)
@@ -1901,7 +1906,7 @@ cdef enum:
 
 
 cdef object _usual_class_pickle(bytes data, _Context ctx):
-    """(module, name) of a record whose class pickle has one of the two forms nearly every record has, read
+    """(module, name) of a record whose class pickle has one of the forms nearly every record has, read
     as bytes (_usual_class_names), else None (the pickle machine reads it).  See _lazy_class_memo."""
     cdef ClassPickle klass
     names = _usual_class_names(data, &klass)
@@ -1915,10 +1920,19 @@ cdef int _lazy_class_memo(_Context ctx, tuple names, ClassPickle* klass) except 
     entries, of which the class marker is only made if the state pickle GETs it (_lazy_class_entry):
     walking it took a quarter of btree_length's decode and an eighth of simple_flat_dict's."""
     ctx.stop = klass.stop
-    ctx.memo = [_LAZY_CLASS] if klass.is_global else [names[0], names[1], _LAZY_CLASS]
-    ctx.lazy_class = _LAZY_GLOBAL if klass.is_global else _LAZY_NAMES_TUPLE
+    if klass.form == CLASS_GLOBAL:
+        ctx.memo = [_LAZY_CLASS]
+        ctx.lazy_class = _LAZY_GLOBAL
+        ctx.containers += 1  # the GLOBAL
+    elif klass.form == CLASS_NAMES:
+        ctx.memo = [names[0], names[1], _LAZY_CLASS]
+        ctx.lazy_class = _LAZY_NAMES_TUPLE
+        ctx.containers += 1  # the TUPLE2
+    else:
+        ctx.memo = []
+        ctx.lazy_class = 0
+        ctx.containers += 2  # the two TUPLE2
     ctx.memo_count = PyList_GET_SIZE(ctx.memo)
-    ctx.containers += 1  # the GLOBAL or TUPLE2
     return 0
 
 
@@ -1927,6 +1941,8 @@ cdef object _usual_class_names(bytes data, ClassPickle* klass):
     parts are; else None.
       ZODB's:    PROTO 2|3, GLOBAL "module\nname\n", BINPUT 0, STOP
       as text:   PROTO 2|3, BINUNICODE module, BINPUT 0, BINUNICODE name, BINPUT 1, TUPLE2, BINPUT 2, STOP
+      encoded:   PROTO 2|3, BINUNICODE module, BINUNICODE name, TUPLE2, NONE, TUPLE2, STOP (what
+                 encode_zodb_record writes: every record a storage copies from a jsonb storage has it)
     The names are non-empty printable ASCII, which every way of reading them gives alike."""
     cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(data)
     cdef Py_ssize_t end = PyBytes_GET_SIZE(data), a, b
@@ -1939,19 +1955,25 @@ cdef object _usual_class_names(bytes data, ClassPickle* klass):
         b = _printable_end(p, a + 1, end)
         if b == a + 1 or b + 4 > end or memcmp(p + b, b"\nq\x00.", 4) != 0:
             return None
-        _class_parts(klass, True, b + 4, 3, a - 3, a + 1, b - a - 1)
+        _class_parts(klass, CLASS_GLOBAL, b + 4, 3, a - 3, a + 1, b - a - 1)
         return _ascii(p + 3, a - 3), _ascii(p + a + 1, b - a - 1)
-    a = _memoized_name_end(p, 2, end, 0)
-    b = _memoized_name_end(p, a, end, 1) if a > 0 else -1
-    if b < 0 or b + 4 > end or memcmp(p + b, b"\x86q\x02.", 4) != 0:
-        return None
-    _class_parts(klass, False, b + 4, 7, a - 9, a + 5, b - a - 7)
-    return _ascii(p + 7, a - 9), _ascii(p + a + 5, b - a - 7)
+    a = _name_end(p, 2, end)
+    if a > 0 and a + 2 <= end and p[a] == BINPUT and p[a + 1] == 0:
+        b = _name_end(p, a + 2, end)
+        if b < 0 or b + 6 > end or memcmp(p + b, b"q\x01\x86q\x02.", 6) != 0:
+            return None
+        _class_parts(klass, CLASS_NAMES, b + 6, 7, a - 7, a + 7, b - a - 7)
+    else:
+        b = _name_end(p, a, end) if a > 0 else -1
+        if b < 0 or b + 4 > end or memcmp(p + b, b"\x86N\x86.", 4) != 0:
+            return None
+        _class_parts(klass, CLASS_NAMES_NONE, b + 4, 7, a - 7, a + 5, b - a - 5)
+    return _ascii(p + 7, klass.module_size), _ascii(p + klass.name_start, klass.name_size)
 
 
-cdef inline void _class_parts(ClassPickle* klass, bint is_global, Py_ssize_t stop, Py_ssize_t module_start,
+cdef inline void _class_parts(ClassPickle* klass, ClassForm form, Py_ssize_t stop, Py_ssize_t module_start,
                               Py_ssize_t module_size, Py_ssize_t name_start, Py_ssize_t name_size) noexcept:
-    klass.is_global = is_global
+    klass.form = form
     klass.stop = stop
     klass.module_start = module_start
     klass.module_size = module_size
@@ -1966,19 +1988,15 @@ cdef inline Py_ssize_t _printable_end(const unsigned char* p, Py_ssize_t pos, Py
     return pos
 
 
-cdef Py_ssize_t _memoized_name_end(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end,
-                                   unsigned char index) noexcept:
-    """The end of BINUNICODE <non-empty printable ASCII>, BINPUT index at pos, or -1."""
+cdef Py_ssize_t _name_end(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end) noexcept:
+    """The end of BINUNICODE <non-empty printable ASCII> at pos, or -1."""
     cdef Py_ssize_t n
     if end - pos < 5 or p[pos] != BINUNICODE:
         return -1
     n = <Py_ssize_t>_le(p + pos + 1, 4)
-    if n == 0 or n > end - pos - 7 or _printable_end(p, pos + 5, pos + 5 + n) != pos + 5 + n:
+    if n == 0 or n > end - pos - 5 or _printable_end(p, pos + 5, pos + 5 + n) != pos + 5 + n:
         return -1
-    pos += 5 + n
-    if p[pos] != BINPUT or p[pos + 1] != index:
-        return -1
-    return pos + 2
+    return pos + 5 + n
 
 
 cdef inline str _ascii(const unsigned char* p, Py_ssize_t n):

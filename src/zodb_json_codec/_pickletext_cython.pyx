@@ -424,10 +424,13 @@ cdef int _persistent_ref(Lane* lane) noexcept nogil:
 cdef Py_ssize_t _class_entry(Lane* lane, Py_ssize_t index) noexcept nogil:
     """The node of a memo entry the class pickle put (ZODB pickles both pickles with one memo), made when
     the state first GETs it: the class (memo 0) if its names can be written as they are, or the two names
-    as text (memo 0 and 1; memo 2, their tuple, is a container); -1 for any other index."""
+    as text (memo 0 and 1; memo 2, their tuple, is a container); -1 for any other index, and for every
+    index of a class pickle that memoized nothing."""
     cdef ClassPickle* klass = lane.klass
     cdef Py_ssize_t i
-    if klass.is_global:
+    if klass.form == CLASS_NAMES_NONE:
+        return -1
+    if klass.form == CLASS_GLOBAL:
         if index != 0:
             return -1
         if (memchr(lane.p + klass.module_start, 34, klass.module_size) != NULL  # " or backslash: escapes
