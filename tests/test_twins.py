@@ -701,6 +701,57 @@ def test_references_to_lookalike_class_markers(twins):
     assert not found, found.report()
 
 
+_OID = b"C\x08" + b"\x00" * 7 + b"\x01"
+_OTHER_OID = b"C\x08" + b"\x00" * 7 + b"\x02"
+
+
+def _pid_ref(put: bytes, klass: bytes = b"h\x00", oid: bytes = _OID) -> bytes:
+    """ZODB's reference: BINPERSID of (oid, class), the tuple memoized by put (b"" for none)."""
+    return oid + b"q\x01" + klass + b"\x86" + put + b"Q"
+
+
+def _in_dict(*values: bytes) -> bytes:
+    """A state pickle of a dict holding the values under "a", "b", ..."""
+    items = b"".join(b"X\x01\x00\x00\x00" + bytes([97 + i]) + v for i, v in enumerate(values))
+    return b"\x80\x03}(" + items + b"u."
+
+
+_FAR_PUT, _FAR_GET = b"r" + struct.pack("<I", 100000), b"j" + struct.pack("<I", 100000)
+# States whose references are read at once (TUPLE2, BINPUT, BINPERSID fused) or must not be, and whose pid
+# tuples are fetched again from the memo, changed, overwritten, or put at an index far beyond the others.
+_PID_STATES = {
+    "fetched": _in_dict(_pid_ref(b"q\x02"), b"h\x02"),
+    "fetched twice": _in_dict(_pid_ref(b"q\x02"), b"h\x02", b"h\x02"),
+    "fetched and changed": _in_dict(_pid_ref(b"q\x02"), b"h\x02X\x01\x00\x00\x00kK\x01s", b"h\x02"),
+    "fetched, its list changed": _in_dict(_pid_ref(b"q\x02"), b"h\x02", b"h\x02X\x02\x00\x00\x00@t]s"),
+    "no put": _in_dict(_pid_ref(b""), _pid_ref(b"")),
+    "long put": _in_dict(_pid_ref(b"r\x02\x00\x00\x00"), b"j\x02\x00\x00\x00"),
+    "far put": _in_dict(_pid_ref(_FAR_PUT), _FAR_GET, _FAR_GET),
+    "overwritten": _in_dict(_pid_ref(b"q\x02"), b"K\x05q\x020h\x02"),
+    "overwritten by another": _in_dict(_pid_ref(b"q\x02"), _pid_ref(b"q\x02", oid=_OTHER_OID), b"h\x02"),
+    "class None": _in_dict(_pid_ref(b"q\x02", b"N"), b"h\x02"),
+    "dotted class": _in_dict(_pid_ref(b"q\x02", b"cm\nC.D\nq\x05"), b"h\x02", _pid_ref(b"q\x03", b"h\x05")),
+    "class as text": _in_dict(_pid_ref(b"q\x02", b"X\x01\x00\x00\x00m"), b"h\x02"),
+    "an older oid": _in_dict(_OTHER_OID + b"q\x030" + _OID + b"q\x010h\x03h\x00\x86q\x02Q", b"h\x02"),
+    "the oid fetched again": _in_dict(_pid_ref(b"q\x02"), b"h\x01h\x00\x86q\x03Q", b"h\x03"),
+    "a short oid": _in_dict(b"C\x07" + b"\x00" * 6 + b"\x01q\x01h\x00\x86q\x02Q", b"h\x02"),
+    "memoize": b"\x80\x04}(X\x01\x00\x00\x00a" + _pid_ref(b"\x94") + b"X\x01\x00\x00\x00bh\x02u.",
+    "across a mark": _in_dict(_OID + b"q\x01(h\x00\x86q\x02Q"),
+    "cut after the put": b"\x80\x03" + _pid_ref(b"q\x02")[:-1],
+    "cut in the long put": b"\x80\x03" + _pid_ref(b"r\x02\x00")[:-1],
+    "in a list": b"\x80\x03](" + _pid_ref(b"q\x02") + _pid_ref(b"q\x03", b"N") + b"h\x02h\x03e.",
+}
+
+
+def test_references_read_at_once_and_their_pid_tuples(twins):
+    """The compiled decoder reads ZODB's (oid, class) reference in one step and makes its pid tuple's
+    {"@t": [...]} only if the memo is asked for it: both twins give the same on every such pickle."""
+    found = Differences()
+    for label, state in _PID_STATES.items():
+        compare_record(twins, b"\x80\x03cm\nC\nq\x00." + state, found, label)
+    assert not found, found.report()
+
+
 def test_records_as_zodb_writes_them(twins):
     # The property tests' own records (zodbpickle, one memo for both pickles,
     # persistent references, application objects), compared here.

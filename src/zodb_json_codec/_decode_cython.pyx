@@ -77,6 +77,9 @@ if (F_NUL, F_SURROGATE, F_FLOAT, F_EXP_FLOAT, F_ESCAPED_KEY, K_REDUCE, K_NEWOBJ)
 
 cdef Py_ssize_t C_MAX_DEPTH = MAX_DEPTH
 cdef Py_ssize_t C_DEEP_CONTAINERS = _decode_common.DEEP_CONTAINERS
+# The same bound for a value with references read at once (_fused_ref), which are not counted as containers:
+# each is a leaf of at most two levels ({"@ref": [oid, class]}), allowed for here once per path.
+cdef Py_ssize_t C_DEEP_CONTAINERS_WITH_REFS = (MAX_DEPTH - 4 - 2) // 3
 cdef const char* B64_ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 cdef object _from_bytes = int.from_bytes
 
@@ -102,6 +105,7 @@ cdef class _Context:
     cdef public bint unrepresentable
     cdef public bint uncallable  # REDUCE/NEWOBJ of a value no unpickler could call
     cdef public Py_ssize_t containers  # container opcodes run: bounds the nesting depth
+    cdef bint fused_refs         # some references were read at once, not counted in containers (_fused_ref)
     cdef Py_ssize_t stop         # offset after the STOP that ended the last walk
     cdef bytes data              # the pickle bytes being walked
     cdef bint text_spans         # leave long strings in the pickle as TextSpans (JSON text only)
@@ -121,6 +125,8 @@ cdef class _Context:
     cdef object ref_module
     cdef object ref_name
     cdef object ref_text
+    # (memo index, oid marker, class) of each reference read at once whose pid tuple BINPUT memoized (or None)
+    cdef list pending_pids
 
 
 cdef _Context _new_context(bint compact):
@@ -969,14 +975,89 @@ cdef dict _persistent_ref(_Context ctx, object pid, Py_ssize_t pos):
                                           | (<uint64_t>raw[6] << 8) | raw[7]))
                 if not ctx.compact:
                     return {"@ref": pid}
-                klass = (<list>items)[1]
-                if klass is None:
-                    return {"@ref": _hex(raw, 8)}
-                dotted = _ref_class_text(ctx, klass)
-                if dotted is not None:
-                    return _untracked({"@ref": _untracked([_hex(raw, 8), dotted])})
-                return {"@ref": pid}
+                ref = _compact_ref(ctx, raw, (<list>items)[1])
+                return {"@ref": pid} if ref is None else ref
     return persistent_ref(ctx, pid)
+
+
+cdef dict _compact_ref(_Context ctx, const unsigned char* raw, object klass):
+    """The compact @ref of an oid and its class (None: the oid alone), or None: a class that needs the
+    generic form."""
+    if klass is None:
+        return {"@ref": _hex(raw, 8)}
+    dotted = _ref_class_text(ctx, klass)
+    if dotted is None:
+        return None
+    return _untracked({"@ref": _untracked([_hex(raw, 8), dotted])})
+
+
+cdef inline Py_ssize_t _persid_after(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end) noexcept:
+    """The offset after a BINPERSID at pos, or after a BINPUT or LONG_BINPUT then BINPERSID; else -1."""
+    if pos < end and p[pos] == BINPERSID:
+        return pos + 1
+    if pos + 2 < end and p[pos] == BINPUT and p[pos + 2] == BINPERSID:
+        return pos + 3
+    if pos + 5 < end and p[pos] == LONG_BINPUT and p[pos + 5] == BINPERSID:
+        return pos + 6
+    return -1
+
+
+cdef inline Py_ssize_t _op_tuple2(_Context ctx, const unsigned char* p, Py_ssize_t pos, Py_ssize_t end,
+                                  Py_ssize_t start) except -1:
+    """TUPLE2; with the BINPERSID of ZODB's (oid, class) reference after it, the whole reference (_fused_ref)."""
+    cdef Py_ssize_t after = _persid_after(p, pos, end) if ctx.compact else -1
+    if after > 0 and _fused_ref(ctx, p, pos):
+        return after
+    _op_tuple_n(ctx, start, 2)
+    return pos
+
+
+cdef bint _fused_ref(_Context ctx, const unsigned char* p, Py_ssize_t pos) except -1:
+    """TUPLE2, [LONG_]BINPUT, BINPERSID at once, when the tuple is 8 bytes (an oid) and a class marker (or
+    None) and the reference has its compact form: what TUPLE2 and BINPERSID give, without the pid tuple's
+    {"@t": [...]}.  Its memo entry is _LAZY_PID, made into that marker if a GET ever asks (ZODB's pickles
+    never do).  That marker and its list were a tenth of the containers a wikipedia record allocates, all
+    held by the memo until the end (the collector counts them: docs/design.md)."""
+    cdef list stack = ctx.stack
+    cdef Py_ssize_t size = PyList_GET_SIZE(stack), idx
+    cdef unsigned char raw[8]
+    if size < 2:
+        return False
+    first = <object>PyList_GET_ITEM(stack, size - 2)
+    klass = <object>PyList_GET_ITEM(stack, size - 1)
+    if ctx.oid_text is not None and _only_value(first, "@b") == <PyObject*>ctx.oid_text:
+        memcpy(raw, ctx.oid_raw, 8)  # the bytes SHORT_BINBYTES just read
+    elif _b64_small(first, raw, 8) != 8:  # an oid from the memo: the same object referenced again
+        return False
+    ref = _compact_ref(ctx, raw, klass)
+    if ref is None:
+        return False
+    ctx.fused_refs = True  # not counted in containers: see C_DEEP_CONTAINERS_WITH_REFS
+    ctx.refs.append(<int64_t>((<uint64_t>raw[0] << 56) | (<uint64_t>raw[1] << 48) | (<uint64_t>raw[2] << 40)
+                              | (<uint64_t>raw[3] << 32) | (<uint64_t>raw[4] << 24) | (<uint64_t>raw[5] << 16)
+                              | (<uint64_t>raw[6] << 8) | raw[7]))
+    if p[pos] != BINPERSID:
+        idx = p[pos + 1] if p[pos] == BINPUT else <Py_ssize_t>_le(p + pos + 1, 4)
+        if ctx.pending_pids is None:
+            ctx.pending_pids = []
+        PyList_Append(ctx.pending_pids, idx)
+        PyList_Append(ctx.pending_pids, first)
+        PyList_Append(ctx.pending_pids, klass)
+        _memo_put(ctx, idx, _LAZY_PID)
+    del stack[size - 1]
+    _set_top(stack, ref)
+    return True
+
+
+cdef object _lazy_pid_entry(_Context ctx, Py_ssize_t idx):
+    """The {"@t": [oid, class]} a fused reference's BINPUT put at idx, made now: the last one put there."""
+    cdef list pending = ctx.pending_pids
+    cdef Py_ssize_t i = PyList_GET_SIZE(pending) - 3
+    while pending[i] != idx:
+        i -= 3
+    value = {"@t": [pending[i + 1], pending[i + 2]]}
+    _memo_replace(ctx, idx, value)
+    return value
 
 
 # ---------------------------------------------------------------------------
@@ -993,6 +1074,7 @@ cdef Py_ssize_t _line_end(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end
 
 cdef object _MISSING = object()  # immutable sentinel: no memo entry at this index
 cdef object _LAZY_CLASS = object()  # the class pickle's class marker, made on first GET (_usual_class_pickle)
+cdef object _LAZY_PID = object()  # a fused reference's pid tuple, made on first GET (_fused_ref)
 
 
 cdef int _memo_put(_Context ctx, Py_ssize_t idx, object value) except -1:
@@ -1045,7 +1127,18 @@ cdef object _memo_get(_Context ctx, Py_ssize_t idx, Py_ssize_t start):
         raise _err(f"invalid pickle data: memo index {idx} not found", start)
     if <object>found is _LAZY_CLASS:
         return _fetched(ctx, _lazy_class_entry(ctx, idx))
+    if <object>found is _LAZY_PID:
+        return _fetched(ctx, _lazy_pid_entry(ctx, idx))
     return _fetched(ctx, <object>found)
+
+
+cdef int _memo_replace(_Context ctx, Py_ssize_t idx, object value) except -1:
+    """memo[idx] = value where memo[idx] is already set (in the list or among the far ones)."""
+    if idx < PyList_GET_SIZE(ctx.memo):
+        ctx.memo[idx] = value
+    else:
+        ctx.memo_far[idx] = value
+    return 0
 
 
 cdef object _memo_get_any(_Context ctx, object idx, Py_ssize_t start):
@@ -1664,7 +1757,7 @@ cdef object _load(bytes data, Py_ssize_t pos, _Context ctx):
             elif op == MARK: _op_mark(ctx, start)
             elif op == EMPTY_DICT: _push_container(ctx, {})
             elif op == SETITEM: _op_setitem(ctx, start)
-            elif op == TUPLE2: _op_tuple_n(ctx, start, 2)
+            elif op == TUPLE2: pos = _op_tuple2(ctx, p, pos, end, start)
             elif op == NONE: PyList_Append(ctx.stack, None)
             elif op == APPENDS: _op_setitems_or_appends(ctx, start, APPENDS)
             elif op == EMPTY_LIST: _push_container(ctx, [])
@@ -1727,7 +1820,7 @@ cdef object _finish(object value, _Context ctx, Py_ssize_t start):
     """_decode_common.finish, with its common cases (nothing to check, or only the depth) in C."""
     # Every nesting level comes from a container opcode, at most three per
     # opcode (see _decode_common.DEEP_CONTAINERS).
-    cdef bint maybe_deep = ctx.containers > C_DEEP_CONTAINERS
+    cdef bint maybe_deep = ctx.containers > (C_DEEP_CONTAINERS_WITH_REFS if ctx.fused_refs else C_DEEP_CONTAINERS)
     if ctx.unrepresentable or ctx.cyclic or ctx.flags & F_ESCAPED_KEY:
         return finish(_real(ctx, value), ctx.unrepresentable, ctx.cyclic, maybe_deep, ctx.flags, start)
     if maybe_deep and _too_deep(value, 0):
@@ -2083,6 +2176,7 @@ cdef _Context _load_state_with_own_memo(bytes data, Py_ssize_t pos, _Context ctx
     cdef _Context fresh = _new_context(ctx.compact)
     fresh.flags = ctx.flags
     fresh.containers = ctx.containers
+    fresh.fused_refs = ctx.fused_refs
     fresh.text_spans = ctx.text_spans
     try:
         fresh.state = _load(data, pos, fresh)
