@@ -1044,7 +1044,7 @@ cdef bint _fused_ref(_Context ctx, const unsigned char* p, Py_ssize_t pos) excep
         PyList_Append(ctx.pending_pids, first)
         PyList_Append(ctx.pending_pids, klass)
         _memo_put(ctx, idx, _LAZY_PID)
-    del stack[size - 1]
+    stack.pop()  # Cython's pop is a size change; del would go through list slicing
     _set_top(stack, ref)
     return True
 
