@@ -969,15 +969,19 @@ cdef dict _persistent_ref(_Context ctx, object pid, Py_ssize_t pos):
             else:
                 size = _b64_small(first, raw, 8)
             if size == 8:  # ZODB's (oid, class) reference
-                ctx.refs.append(<int64_t>((<uint64_t>raw[0] << 56) | (<uint64_t>raw[1] << 48)
-                                          | (<uint64_t>raw[2] << 40) | (<uint64_t>raw[3] << 32)
-                                          | (<uint64_t>raw[4] << 24) | (<uint64_t>raw[5] << 16)
-                                          | (<uint64_t>raw[6] << 8) | raw[7]))
+                ctx.refs.append(_oid_int(raw))
                 if not ctx.compact:
                     return {"@ref": pid}
                 ref = _compact_ref(ctx, raw, (<list>items)[1])
                 return {"@ref": pid} if ref is None else ref
     return persistent_ref(ctx, pid)
+
+
+cdef inline int64_t _oid_int(const unsigned char* raw) noexcept:
+    """The 8 bytes of an oid as the refs list holds it: a signed big-endian int, as _decode_common has it."""
+    return <int64_t>((<uint64_t>raw[0] << 56) | (<uint64_t>raw[1] << 48) | (<uint64_t>raw[2] << 40)
+                     | (<uint64_t>raw[3] << 32) | (<uint64_t>raw[4] << 24) | (<uint64_t>raw[5] << 16)
+                     | (<uint64_t>raw[6] << 8) | raw[7])
 
 
 cdef dict _compact_ref(_Context ctx, const unsigned char* raw, object klass):
@@ -1016,8 +1020,8 @@ cdef bint _fused_ref(_Context ctx, const unsigned char* p, Py_ssize_t pos) excep
     """TUPLE2, [LONG_]BINPUT, BINPERSID at once, when the tuple is 8 bytes (an oid) and a class marker (or
     None) and the reference has its compact form: what TUPLE2 and BINPERSID give, without the pid tuple's
     {"@t": [...]}.  Its memo entry is _LAZY_PID, made into that marker if a GET ever asks (ZODB's pickles
-    never do).  That marker and its list were a tenth of the containers a wikipedia record allocates, all
-    held by the memo until the end (the collector counts them: docs/design.md)."""
+    never do): two containers fewer per reference, which the memo held until the end, and which the
+    collector's young-generation trigger counted (docs/design.md, "Containers the collector skips")."""
     cdef list stack = ctx.stack
     cdef Py_ssize_t size = PyList_GET_SIZE(stack), idx
     cdef unsigned char raw[8]
@@ -1033,9 +1037,7 @@ cdef bint _fused_ref(_Context ctx, const unsigned char* p, Py_ssize_t pos) excep
     if ref is None:
         return False
     ctx.fused_refs = True  # not counted in containers: see C_DEEP_CONTAINERS_WITH_REFS
-    ctx.refs.append(<int64_t>((<uint64_t>raw[0] << 56) | (<uint64_t>raw[1] << 48) | (<uint64_t>raw[2] << 40)
-                              | (<uint64_t>raw[3] << 32) | (<uint64_t>raw[4] << 24) | (<uint64_t>raw[5] << 16)
-                              | (<uint64_t>raw[6] << 8) | raw[7]))
+    ctx.refs.append(_oid_int(raw))
     if p[pos] != BINPERSID:
         idx = p[pos + 1] if p[pos] == BINPUT else <Py_ssize_t>_le(p + pos + 1, 4)
         if ctx.pending_pids is None:
