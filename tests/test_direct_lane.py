@@ -293,11 +293,11 @@ def test_records_as_encode_zodb_record_writes_them(twins):
     state = {"title": "caf\xe9", "n": [1, 2.5, None], "x": {"@ref": ["0000000000000005", "zodbapp.Plain"]}}
     for twin in (python, cython):
         data = twin.encode_zodb_record({"@cls": ["zodbapp", "Plain"], "@s": state})
-        assert data.endswith(b"\x86N\x86.\x80\x03" + data[data.index(b".") + 3:])
+        klass = data[:data.index(b".") + 1]
+        assert klass.endswith(b"\x86N\x86.") and data[len(klass):].startswith(b"\x80\x03")
         taken, expected = lane_and_python(twins, data)
         assert taken is not None and ("ok", taken) == expected
         assert taken[3] == [5]
-        klass = data[:data.index(b".") + 1]
         taken, expected = lane_and_python(twins, klass + b"\x80\x03h\x00.")
         assert taken is None and expected[0] == "raised" and issubclass(expected[1], ValueError)
         assert "memo" in expected[2]

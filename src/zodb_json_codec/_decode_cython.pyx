@@ -76,10 +76,9 @@ if (F_NUL, F_SURROGATE, F_FLOAT, F_EXP_FLOAT, F_ESCAPED_KEY, K_REDUCE, K_NEWOBJ)
     raise ImportError("zodb_json_codec._decode_cython was built against other decoder flags")
 
 cdef Py_ssize_t C_MAX_DEPTH = MAX_DEPTH
-cdef Py_ssize_t C_DEEP_CONTAINERS = _decode_common.DEEP_CONTAINERS
-# The same bound for a value with references read at once (_fused_ref), which are not counted as containers:
-# each is a leaf of at most two levels ({"@ref": [oid, class]}), allowed for here once per path.
-cdef Py_ssize_t C_DEEP_CONTAINERS_WITH_REFS = (MAX_DEPTH - 4 - 2) // 3
+# _decode_common.DEEP_CONTAINERS less one: references read at once (_fused_ref) are not counted as containers;
+# each is a leaf of at most two levels ({"@ref": [oid, class]}), and one container's three allow for it.
+cdef Py_ssize_t C_DEEP_CONTAINERS = _decode_common.DEEP_CONTAINERS - 1
 cdef const char* B64_ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 cdef object _from_bytes = int.from_bytes
 
@@ -105,7 +104,6 @@ cdef class _Context:
     cdef public bint unrepresentable
     cdef public bint uncallable  # REDUCE/NEWOBJ of a value no unpickler could call
     cdef public Py_ssize_t containers  # container opcodes run: bounds the nesting depth
-    cdef bint fused_refs         # some references were read at once, not counted in containers (_fused_ref)
     cdef Py_ssize_t stop         # offset after the STOP that ended the last walk
     cdef bytes data              # the pickle bytes being walked
     cdef bint text_spans         # leave long strings in the pickle as TextSpans (JSON text only)
@@ -955,26 +953,27 @@ cdef object _ref_class_text(_Context ctx, object klass):
 cdef dict _persistent_ref(_Context ctx, object pid, Py_ssize_t pos):
     """The @ref marker of a persistent id; its oid goes into refs as ZODB's referencesf finds it."""
     cdef unsigned char raw[8]
-    cdef Py_ssize_t size
-    cdef object first = None
     cdef object items = None
     cdef PyObject* found = _only_value(pid, "@t")
     if found != NULL:
         items = <object>found
         if type(items) is list and len(<list>items) == 2:
-            first = (<list>items)[0]
-            if ctx.oid_text is not None and _only_value(first, "@b") == <PyObject*>ctx.oid_text:
-                memcpy(raw, ctx.oid_raw, 8)  # the bytes SHORT_BINBYTES just read
-                size = 8
-            else:
-                size = _b64_small(first, raw, 8)
-            if size == 8:  # ZODB's (oid, class) reference
+            if _oid_bytes(ctx, (<list>items)[0], raw):  # ZODB's (oid, class) reference
                 ctx.refs.append(_oid_int(raw))
                 if not ctx.compact:
                     return {"@ref": pid}
                 ref = _compact_ref(ctx, raw, (<list>items)[1])
                 return {"@ref": pid} if ref is None else ref
     return persistent_ref(ctx, pid)
+
+
+cdef inline bint _oid_bytes(_Context ctx, object first, unsigned char* raw) noexcept:
+    """Is first the {"@b": ...} of 8 bytes (an oid)?  If so, they are in raw: the bytes SHORT_BINBYTES just
+    read when first is their marker, else read back from its base64 (an oid from the memo)."""
+    if ctx.oid_text is not None and _only_value(first, "@b") == <PyObject*>ctx.oid_text:
+        memcpy(raw, ctx.oid_raw, 8)
+        return True
+    return _b64_small(first, raw, 8) == 8
 
 
 cdef inline int64_t _oid_int(const unsigned char* raw) noexcept:
@@ -1029,14 +1028,12 @@ cdef bint _fused_ref(_Context ctx, const unsigned char* p, Py_ssize_t pos) excep
         return False
     first = <object>PyList_GET_ITEM(stack, size - 2)
     klass = <object>PyList_GET_ITEM(stack, size - 1)
-    if ctx.oid_text is not None and _only_value(first, "@b") == <PyObject*>ctx.oid_text:
-        memcpy(raw, ctx.oid_raw, 8)  # the bytes SHORT_BINBYTES just read
-    elif _b64_small(first, raw, 8) != 8:  # an oid from the memo: the same object referenced again
+    if not _oid_bytes(ctx, first, raw):
         return False
     ref = _compact_ref(ctx, raw, klass)
     if ref is None:
         return False
-    ctx.fused_refs = True  # not counted in containers: see C_DEEP_CONTAINERS_WITH_REFS
+    # Not counted in ctx.containers: C_DEEP_CONTAINERS allows for it.
     ctx.refs.append(_oid_int(raw))
     if p[pos] != BINPERSID:
         idx = p[pos + 1] if p[pos] == BINPUT else <Py_ssize_t>_le(p + pos + 1, 4)
@@ -1822,7 +1819,7 @@ cdef object _finish(object value, _Context ctx, Py_ssize_t start):
     """_decode_common.finish, with its common cases (nothing to check, or only the depth) in C."""
     # Every nesting level comes from a container opcode, at most three per
     # opcode (see _decode_common.DEEP_CONTAINERS).
-    cdef bint maybe_deep = ctx.containers > (C_DEEP_CONTAINERS_WITH_REFS if ctx.fused_refs else C_DEEP_CONTAINERS)
+    cdef bint maybe_deep = ctx.containers > C_DEEP_CONTAINERS
     if ctx.unrepresentable or ctx.cyclic or ctx.flags & F_ESCAPED_KEY:
         return finish(_real(ctx, value), ctx.unrepresentable, ctx.cyclic, maybe_deep, ctx.flags, start)
     if maybe_deep and _too_deep(value, 0):
@@ -2178,7 +2175,6 @@ cdef _Context _load_state_with_own_memo(bytes data, Py_ssize_t pos, _Context ctx
     cdef _Context fresh = _new_context(ctx.compact)
     fresh.flags = ctx.flags
     fresh.containers = ctx.containers
-    fresh.fused_refs = ctx.fused_refs
     fresh.text_spans = ctx.text_spans
     try:
         fresh.state = _load(data, pos, fresh)
