@@ -597,6 +597,23 @@ def test_record_keys_and_names_that_look_alike(twins):
     assert not found, found.report()
 
 
+def test_dict_keys_of_every_length_and_kind(twins):
+    """The compiled encoder writes a plain ASCII key straight from the str (its short copies end at 3, 7, 8
+    and 16 bytes) and sends keys starting with "@" to the escape check: keys of every length up to 40, ASCII
+    and not, "@" keys escaped and not, with values the walk writes itself and values it hands on."""
+    keys = [c * n for n in range(41) for c in ("k", "\xe9", "\u4e2d", "\U0001f600")]
+    keys += ["@", "@n", "@ns", "@ns:", "@ns:AA==", "@ns:AGE=", "@su:7aCA", "@nsx", "@suAA", "@t", "@abc" * 5, "@\xe9:x",
+             "@ns:\xe9", "\x00", "a\x00b", SubStr("sub"), 1, 2.5, None, True]
+    values = ["v", "", "\xe9" * 9, 1, -(2**70), 1.5, None, True, False, [1], {"@t": [1]}, {"k": "v"}, b"b", SubStr("s")]
+    found = Differences()
+    for i, value in enumerate(values):
+        state = {key: value for key in keys}
+        for fn, wrap in (("encode_zodb_record", lambda v: {"@cls": ["m", "C"], "@s": v}),
+                         ("dict_to_pickle", lambda v: {"v": v})):
+            encode_both(twins, fn, wrap(state), found, f"value {i} {value!r}")
+    assert not found, found.report()
+
+
 def test_pg_json_rows_with_empty_class_names(twins):
     """Rows with an empty module or name (object records among them), str subclasses too: the same
     bytes or error from both twins' encode_zodb_record_from_pg_json."""

@@ -302,6 +302,8 @@ cdef extern from "_ucs_utf8.h":
     Py_ssize_t zjc_utf8_room(int kind, Py_ssize_t n) noexcept nogil
     Py_ssize_t zjc_utf8_of_ucs(int kind, const void* data, Py_ssize_t n, unsigned char* out) noexcept nogil
     unsigned char* zjc_code_point(unsigned char* o, uint32_t c) noexcept nogil
+    const unsigned char* zjc_ascii_chars(PyObject* s, Py_ssize_t* n) noexcept
+    void zjc_copy_short(unsigned char* o, const unsigned char* p, Py_ssize_t n) noexcept nogil
 
 zjc_ucs_utf8_init()
 
@@ -672,41 +674,24 @@ cdef int _utf8_surrogates(Writer* w, str s) except -1:
 
 cdef inline int _str(Writer* w, str s) except -1:
     """BINUNICODE of an exact str."""
-    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(s)
-    cdef unsigned char* o
-    if PyUnicode_IS_ASCII(s) and n < _U32_LIMIT:
-        if w.cap - w.pos < n + 5:
-            _grow(w, n + 5)
-        o = w.buf + w.pos
-        o[0] = BINUNICODE
-        _le32(o + 1, <uint64_t>n)
-        _copy(o + 5, <const unsigned char*>PyUnicode_DATA(s), n)
-        w.pos += n + 5
-        return 0
+    cdef Py_ssize_t n
+    cdef const unsigned char* chars = zjc_ascii_chars(<PyObject*>s, &n)
+    if chars != NULL and n < _U32_LIMIT:
+        return _ascii(w, chars, n)
     return _str_utf8(w, s)
 
 
-cdef inline void _copy(unsigned char* to, const unsigned char* p, Py_ssize_t n) noexcept nogil:
-    """memcpy(to, p, n); up to 16 bytes (most keys and many values) with two fixed-size moves that may
-    overlap, which compile to a few instructions where the call costs more than the copy."""
-    cdef uint64_t head, tail
-    cdef uint32_t head4, tail4
-    if n > 16:
-        memcpy(to, p, <size_t>n)
-    elif n >= 8:
-        memcpy(&head, p, 8)
-        memcpy(&tail, p + n - 8, 8)
-        memcpy(to, &head, 8)
-        memcpy(to + n - 8, &tail, 8)
-    elif n >= 4:
-        memcpy(&head4, p, 4)
-        memcpy(&tail4, p + n - 4, 4)
-        memcpy(to, &head4, 4)
-        memcpy(to + n - 4, &tail4, 4)
-    else:
-        while n > 0:
-            n -= 1
-            to[n] = p[n]
+cdef inline int _ascii(Writer* w, const unsigned char* chars, Py_ssize_t n) except -1:
+    """BINUNICODE of n ASCII characters (n < 4 GiB)."""
+    cdef unsigned char* o
+    if w.cap - w.pos < n + 5:
+        _grow(w, n + 5)
+    o = w.buf + w.pos
+    o[0] = BINUNICODE
+    _le32(o + 1, <uint64_t>n)
+    zjc_copy_short(o + 5, chars, n)
+    w.pos += n + 5
+    return 0
 
 
 cdef inline Py_ssize_t _text_start(Writer* w) except -1:
@@ -1166,8 +1151,9 @@ cdef inline int _list_items(Writer* w, list v, Py_ssize_t depth) except -1:
     """Each item of v at depth, read as a list iterator reads them: a value's own code may change v."""
     cdef Py_ssize_t i = 0
     while i < PyList_GET_SIZE(v):
-        x = <object>PyList_GET_ITEM(v, i)  # a reference of our own while code may run
-        _item(w, x, depth)
+        if not _scalar(w, <object>PyList_GET_ITEM(v, i)):  # as in _plain_dict: no code runs for these
+            x = <object>PyList_GET_ITEM(v, i)  # a reference of our own while code may run
+            _value(w, x, depth)
         i += 1
     return 0
 
@@ -1206,14 +1192,35 @@ cdef int _plain_dict(Writer* w, dict d, Py_ssize_t depth) except -1:
         if left == 0:
             raise RuntimeError("dictionary keys changed during iteration")
         left -= 1
-        k = <object>kp  # references of our own: a value's code may change the dict
-        x = <object>xp
-        if type(k) is str and not _is_escaped_key(<str>k):
-            _str(w, <str>k)
+        # Exact strs, ints, floats, None and booleans are written without running any code that could
+        # change the dict, so they are read through the dict's own references (no count taken and
+        # dropped on each key and value of a wide dict).
+        if _plain_key(w, kp):
+            if not _scalar(w, <object>xp):
+                x = <object>xp  # a reference of our own: a value's code may change the dict
+                _value(w, x, depth + 1)
         else:
+            k = <object>kp
+            x = <object>xp
             _other_key(w, k, depth + 1)
-        _item(w, x, depth + 1)
+            _item(w, x, depth + 1)
     return _op(w, SETITEMS)
+
+
+cdef inline int _plain_key(Writer* w, PyObject* k) except -1:
+    """Writes k if it is an exact str the PostgreSQL form did not escape: 1; else 0, nothing written."""
+    cdef Py_ssize_t n
+    cdef const unsigned char* chars
+    if type(<object>k) is not str:
+        return 0
+    chars = zjc_ascii_chars(k, &n)
+    if chars != NULL and n < _U32_LIMIT and (n < 4 or chars[0] != 64):  # the usual key: ASCII, no "@"
+        _ascii(w, chars, n)
+        return 1
+    if _is_escaped_key(<str>k):
+        return 0
+    _str(w, <str>k)
+    return 1
 
 
 cdef inline bint _is_escaped_key(str k) noexcept:
@@ -1978,11 +1985,11 @@ cdef int _usual_record_head(Writer* w, str module, str name) except -1:
     o[1] = 3
     o[2] = BINUNICODE
     _le32(o + 3, <uint64_t>m)
-    _copy(o + 7, <const unsigned char*>PyUnicode_DATA(module), m)
+    zjc_copy_short(o + 7, <const unsigned char*>PyUnicode_DATA(module), m)
     o += 7 + m
     o[0] = BINUNICODE
     _le32(o + 1, <uint64_t>n)
-    _copy(o + 5, <const unsigned char*>PyUnicode_DATA(name), n)
+    zjc_copy_short(o + 5, <const unsigned char*>PyUnicode_DATA(name), n)
     o += 5 + n
     o[0] = TUPLE2
     o[1] = NONE

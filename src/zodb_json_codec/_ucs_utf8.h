@@ -14,6 +14,7 @@
 #define ZJC_UCS_UTF8_H
 
 #include <stdint.h>
+#include <string.h>
 #include "Python.h"
 
 #if defined(__SSE2__) && defined(__GNUC__) && !defined(ZJC_NO_SIMD)
@@ -28,6 +29,40 @@
 #define ZJC_UCS_SSSE3 1
 #include <tmmintrin.h>
 #endif
+
+/* The characters of s if it is a compact ASCII str, which are its UTF-8 (nearly every key and many values
+   of a record), with their number in *n; else NULL.  One test of the str's state, where PyUnicode_DATA
+   tests for the other layouts too. */
+ZJC_ALWAYS_INLINE const unsigned char *zjc_ascii_chars(PyObject *s, Py_ssize_t *n) {
+    if (!PyUnicode_IS_COMPACT_ASCII(s))
+        return NULL;
+    *n = PyUnicode_GET_LENGTH(s);
+    return (const unsigned char *)(((PyASCIIObject *)s) + 1);
+}
+
+/* memcpy(o, p, n), up to 16 bytes (most keys and many values) with two fixed-size moves that may overlap:
+   a few instructions where a call to memcpy costs more than the copy. */
+ZJC_ALWAYS_INLINE void zjc_copy_short(unsigned char *o, const unsigned char *p, Py_ssize_t n) {
+    uint64_t head, tail;
+    uint32_t head4, tail4;
+    if (n > 16) {
+        memcpy(o, p, (size_t)n);
+    } else if (n >= 8) {
+        memcpy(&head, p, 8);
+        memcpy(&tail, p + n - 8, 8);
+        memcpy(o, &head, 8);
+        memcpy(o + n - 8, &tail, 8);
+    } else if (n >= 4) {
+        memcpy(&head4, p, 4);
+        memcpy(&tail4, p + n - 4, 4);
+        memcpy(o, &head4, 4);
+        memcpy(o + n - 4, &tail4, 4);
+    } else if (n > 0) {  /* 1 to 3 bytes: the first, the middle and the last, without a loop */
+        o[0] = p[0];
+        o[n / 2] = p[n / 2];
+        o[n - 1] = p[n - 1];
+    }
+}
 
 /* The bytes zjc_utf8_of_ucs may write for n characters of kind bytes each: 2, 3 or 4 a character at most,
    and 16 for the stores of its blocks. */
