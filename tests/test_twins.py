@@ -614,6 +614,24 @@ def test_dict_keys_of_every_length_and_kind(twins):
     assert not found, found.report()
 
 
+def test_btree_pairs_with_another_kind_anywhere(twins):
+    """The compiled encoder writes @kv pairs of scalars as it checks them and takes back what it wrote when
+    a pair is of another kind (a container, a marker, a malformed pair): at every position of 1 to 4 pairs."""
+    odd_pairs = [[1, {"@t": [1]}], [[1], 2], [{"k": 1}, "v"], [1, b"b"], [1, SubStr("s")], [1], [1, 2, 3], [], "pair",
+                 (1, 2), None, [2**70, -(2**70)], ["\xe9", "\U0001f600"], [1.5, None], [True, False]]
+    found = Differences()
+    for size in range(1, 5):
+        for at in range(size):
+            for odd in odd_pairs:
+                pairs = [[f"k{i}", i] for i in range(size)]
+                pairs[at] = odd
+                for klass in (["BTrees.OOBTree", "OOBucket"], ["BTrees.OOBTree", "OOBTree"]):
+                    for state in ({"@kv": pairs}, {"@kv": pairs, "@next": None}):
+                        encode_both(twins, "encode_zodb_record", {"@cls": klass, "@s": state}, found,
+                                    f"{klass[1]} {state!r}")
+    assert not found, found.report()
+
+
 def test_pg_json_rows_with_empty_class_names(twins):
     """Rows with an empty module or name (object records among them), str subclasses too: the same
     bytes or error from both twins' encode_zodb_record_from_pg_json."""

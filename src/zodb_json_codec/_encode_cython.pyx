@@ -1464,36 +1464,29 @@ cdef int _inst(Writer* w, dict d, Py_ssize_t depth) except -1:
     return _op(w, BUILD)
 
 
-cdef inline bint _inert(PyObject* x) noexcept:
-    """Writing x runs no Python code that could change the containers being written."""
-    cdef type t = type(<object>x)
-    return t is str or t is int or t is float or x == <PyObject*>None or t is bool
-
-
-cdef int _kv_direct(Writer* w, object pairs, Py_ssize_t depth) except -1:
-    """_tuple(w, _flatten(pairs)) without the copy, for @kv pairs of plain keys and values; 0 if not such."""
-    cdef Py_ssize_t i, n
+cdef int _kv_direct(Writer* w, object pairs) except -1:
+    """_tuple(w, _flatten(pairs)) without the copy, for @kv pairs of plain keys and values; 0 (nothing
+    written) if not such."""
+    cdef Py_ssize_t i, n, start = w.pos
     cdef PyObject* pair
     if type(pairs) is not list:
         return 0
     n = PyList_GET_SIZE(pairs)
-    for i in range(n):
-        pair = PyList_GET_ITEM(pairs, i)
-        if (type(<object>pair) is not list or PyList_GET_SIZE(<object>pair) != 2
-                or not _inert(PyList_GET_ITEM(<object>pair, 0)) or not _inert(PyList_GET_ITEM(<object>pair, 1))):
-            return 0
-    # Nothing written below runs code of anyone else: the pairs are what _flatten would copy.
-    n *= 2
     if n == 0:
         _op(w, EMPTY_TUPLE)
         return 1
-    if n > 3:
+    if n > 1:
         _op(w, MARK)
-    for i in range(n // 2):
+    # One pass, writing as it checks: a scalar is written without running anyone's code (the list cannot
+    # change), so a pair of any other kind only takes back what was written (_flatten's way then).
+    for i in range(n):
         pair = PyList_GET_ITEM(pairs, i)
-        _item(w, <object>PyList_GET_ITEM(<object>pair, 0), depth + 1)
-        _item(w, <object>PyList_GET_ITEM(<object>pair, 1), depth + 1)
-    _op(w, TUPLE2 if n == 2 else TUPLE)
+        if (type(<object>pair) is not list or PyList_GET_SIZE(<object>pair) != 2
+                or not _scalar(w, <object>PyList_GET_ITEM(<object>pair, 0))
+                or not _scalar(w, <object>PyList_GET_ITEM(<object>pair, 1))):
+            w.pos = start
+            return 0
+    _op(w, TUPLE2 if n == 1 else TUPLE)
     return 1
 
 
@@ -1535,7 +1528,7 @@ cdef int _btree_state(Writer* w, object state, int is_tree, Py_ssize_t depth) ex
         has_next = PyDict_GET_SIZE(state) == 2
         items = (<dict>state)["@kv" if kind == K_KV else "@ks"] if has_next else <object>first
         if kind == K_KV:
-            if not _kv_direct(w, items, depth):
+            if not _kv_direct(w, items):
                 _tuple(w, _flatten(items), depth)
         else:
             _tuple(w, items, depth)
@@ -1901,7 +1894,7 @@ cdef object _verbatim(object value):
     if type(value) is dict and PyDict_GET_SIZE(value) == 1:
         zjc_dict_next(value, &pos, &k, &p)
         if type(<object>k) is str:
-            if _key(<object>k) != KEY_PKL:
+            if not _is_text(<str>k, b"@pkl", 4):  # every state that is a one-key dict passes here
                 return None
         else:  # a key of another type may still equal "@pkl"
             p = PyDict_GetItemWithError(value, "@pkl")
