@@ -614,6 +614,44 @@ def test_dict_keys_of_every_length_and_kind(twins):
     assert not found, found.report()
 
 
+#: @tz values around the compiled encoder's pytz zone ({"pytz": [...], "name": ...} of strs and ints after a
+#: naive @dt, written in C): the shapes it takes and the ones it leaves to the Python rules.
+PYTZ_ZONES = [
+    {"pytz": ["US/Eastern", -18000, 0, "EST"], "name": "US/Eastern"}, {"name": "UTC", "pytz": ["UTC"]},
+    {"pytz": ["A", 1], "name": 1}, {"pytz": ["A", 1, 2], "name": None}, {"pytz": ["A", 2**70, -(2**70)], "name": ""},
+    {"pytz": ["A", "\xe9", "\U0001f600", 0, 1, 2], "name": "x"}, {"pytz": [], "name": "x"},
+    {"pytz": [True], "name": "x"}, {"pytz": [1.5], "name": "x"}, {"pytz": [["A"]], "name": "x"},
+    {"pytz": [SubStr("A")], "name": "x"}, {"pytz": "A", "name": "x"}, {"pytz": ["A"]}, {"nam": "x", "pytz": ["A"]},
+    {"pytz": ["A"], "name": "x", "other": 1}, {"zoneinfo": "Europe/Berlin"}, {1: "x", "pytz": ["A"]}, {}, None,
+]
+PYTZ_TEXTS = ["2021-12-14T21:58:26", "2021-12-14T21:58:26.000005", "0001-01-01T00:00:00", "9999-12-31T23:59:59.999999",
+              "2021-12-14T21:58:26+01:00", "2021-12-14T21:58:26Z", "2021-13-14T21:58:26", "2021-12-14T24:00:00",
+              "2021-12-14", "2021-12-14T21:58", "2021-12-14T21:58:26.", "x", "", 5, "2021-12-14T21:58:26\xe9"]
+
+
+def test_datetimes_with_pytz_zones(twins, monkeypatch):
+    """A naive @dt with a pytz @tz (every such datetime decode_zodb_record writes) is written in C by the
+    compiled encoder: the same bytes or error as the Python rules for every shape around it, and for the
+    decoder's own form no call of those rules."""
+    found = Differences()
+    for tz in PYTZ_ZONES:
+        for text in PYTZ_TEXTS:
+            marker = {"@dt": text} if tz is None else {"@dt": text, "@tz": tz}
+            encode_both(twins, "encode_zodb_record", {"@cls": ["m", "C"], "@s": {"when": marker}}, found, repr(marker))
+    assert not found, found.report()
+    when = pytz.timezone("US/Eastern").localize(datetime.datetime(2021, 12, 14, 21, 58, 26, 5))
+    decoded = {"@cls": ["m", "C"], "@s": {"when": twins[0].decode_zodb_record(record(when))["@s"]}}
+    assert set(decoded["@s"]["when"]) == {"@dt", "@tz"} and "pytz" in decoded["@s"]["when"]["@tz"]
+    expected = twins[0].encode_zodb_record(decoded)
+    if twins[1].name == "cython":
+        from zodb_json_codec import _encode_known
+
+        def refused(*args):
+            raise AssertionError("the Python rules were called")
+        monkeypatch.setattr(_encode_known, "datetime_call", refused)
+    assert twins[1].encode_zodb_record(decoded) == expected
+
+
 def test_btree_pairs_with_another_kind_anywhere(twins):
     """The compiled encoder writes @kv pairs of scalars as it checks them and takes back what it wrote when
     a pair is of another kind (a container, a marker, a malformed pair): at every position of 1 to 4 pairs."""

@@ -1722,15 +1722,60 @@ cdef int _m_dt(Writer* w, object text, object tz, Py_ssize_t depth) except -1:
     cdef const unsigned char* p
     cdef Py_ssize_t n, end
     cdef uint8_t state[10]
-    if tz is None and type(text) is str and PyUnicode_IS_ASCII(text):
-        # datetime.datetime(state[, timezone(timedelta(...))]), as _encode_known.datetime_call builds it.
+    cdef PyObject* zone = _pytz_arguments(tz) if tz is not None else NULL
+    if (tz is None or zone != NULL) and type(text) is str and PyUnicode_IS_ASCII(text):
+        # datetime.datetime(state[, zone]), as _encode_known.datetime_call builds it: the zone a
+        # timezone(timedelta(...)) of the text's offset, or pytz's (a naive text: the decoder's form).
         n = PyUnicode_GET_LENGTH(text)
         p = <const unsigned char*>PyUnicode_DATA(text)
-        if (_date_part(p, n, state, &end) == 0 and end < n and p[end] == b"T"
-                and _clock(p, end + 1, n, state + 4, &end) == 0
-                and _zoned_call(w, b"cdatetime\ndatetime\nC\n", 21, state, 10, p, end, n)):
-            return 0
+        if _date_part(p, n, state, &end) == 0 and end < n and p[end] == b"T" and _clock(p, end + 1, n, state + 4, &end) == 0:
+            if tz is None and _zoned_call(w, b"cdatetime\ndatetime\nC\n", 21, state, 10, p, end, n):
+                return 0
+            if zone != NULL and end == n:
+                _text(w, b"cdatetime\ndatetime\nC\n", 21)
+                _raw(w, state, 10)
+                _pytz_call(w, <list>zone)
+                return _op2(w, TUPLE2, REDUCE)
     return _call(w, _encode_known.datetime_call(text, tz), depth)
+
+
+cdef PyObject* _pytz_arguments(object tz) noexcept:
+    """The list of a ``{"pytz": [...], "name": ...}`` zone whose items are all exact strs and ints (pytz's
+    zone names and offsets: the only arguments _encode_known.tz_call takes, and code-free to write), borrowed;
+    NULL for any other zone (the Python rules then say what it is, or what is wrong with it)."""
+    cdef Py_ssize_t pos = 0, i
+    cdef PyObject* k
+    cdef PyObject* v
+    cdef PyObject* found = NULL
+    cdef int names = 0
+    if type(tz) is not dict or PyDict_GET_SIZE(tz) != 2:
+        return NULL
+    while zjc_dict_next(tz, &pos, &k, &v):
+        if type(<object>k) is not str:
+            return NULL
+        if _is_text(<str>k, b"pytz", 4):
+            found = v
+        elif _is_text(<str>k, b"name", 4):
+            names += 1
+    if found == NULL or names != 1 or type(<object>found) is not list or PyList_GET_SIZE(<object>found) == 0:
+        return NULL
+    for i in range(PyList_GET_SIZE(<object>found)):
+        v = PyList_GET_ITEM(<object>found, i)
+        if type(<object>v) is not str and type(<object>v) is not int:
+            return NULL
+    return found
+
+
+cdef int _pytz_call(Writer* w, list arguments) except -1:
+    """``pytz._p(*arguments)``, as _call writes _encode_known.tz_call's Call (arguments: _pytz_arguments')."""
+    cdef Py_ssize_t n = PyList_GET_SIZE(arguments), i
+    _text(w, b"cpytz\n_p\n", 9)
+    if n > 3:
+        _op(w, MARK)
+    for i in range(n):
+        _scalar(w, <object>PyList_GET_ITEM(arguments, i))  # strs and ints: no code runs
+    _op(w, TUPLE1 if n == 1 else TUPLE2 if n == 2 else TUPLE3 if n == 3 else TUPLE)
+    return _op(w, REDUCE)
 
 
 cdef int _m_time(Writer* w, dict d, Py_ssize_t depth) except -1:
