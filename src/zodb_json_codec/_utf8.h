@@ -12,7 +12,9 @@
    byte", Software: Practice and Experience, 2021; the algorithm of simdjson and simdutf): three 16-entry
    tables, indexed by the nibbles of each byte and of the byte before it, flag every two-byte pattern that
    cannot occur, and a comparison with the bytes two and three back checks the third and fourth bytes of
-   long sequences.  Only when a text fails that check does the byte-at-a-time loop run, to find where. */
+   long sequences.  Only when a text fails that check does the byte-at-a-time loop run, to find where.
+   zjc_json_run, the loop of every JSON string, takes 32 bytes a step with the same tables where the CPU has
+   AVX2 (chosen when it runs, as SSSE3 is). */
 
 #ifndef ZJC_UTF8_H
 #define ZJC_UTF8_H
@@ -58,6 +60,7 @@ static Py_ssize_t zjc_utf8_prefix_bytewise(const unsigned char *p, Py_ssize_t n,
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(ZJC_NO_SIMD)
 #define ZJC_UTF8_SSSE3 1
 #include <tmmintrin.h>
+#include <immintrin.h>
 
 /* What a byte and the one before it may not be (the bits of the three tables below). */
 #define ZJC_TOO_SHORT 1      /* a lead byte not followed by a continuation byte */
@@ -72,32 +75,38 @@ static Py_ssize_t zjc_utf8_prefix_bytewise(const unsigned char *p, Py_ssize_t n,
 #define ZJC_CARRY (ZJC_TOO_SHORT | ZJC_TOO_LONG | ZJC_TWO_CONTS)
 #define ZJC_C(x) ((char)(unsigned char)(x))
 
+/* The three tables, indexed by a nibble: the high and low nibbles of the byte before, the high nibble of the
+   byte itself. */
+#define ZJC_FIRST_HIGH \
+    ZJC_TOO_LONG, ZJC_TOO_LONG, ZJC_TOO_LONG, ZJC_TOO_LONG, ZJC_TOO_LONG, ZJC_TOO_LONG, ZJC_TOO_LONG, \
+    ZJC_TOO_LONG, ZJC_C(ZJC_TWO_CONTS), ZJC_C(ZJC_TWO_CONTS), ZJC_C(ZJC_TWO_CONTS), ZJC_C(ZJC_TWO_CONTS), \
+    ZJC_TOO_SHORT | ZJC_OVERLONG_2, ZJC_TOO_SHORT, ZJC_TOO_SHORT | ZJC_OVERLONG_3 | ZJC_SURROGATE, \
+    ZJC_TOO_SHORT | ZJC_TOO_LARGE | ZJC_TOO_LARGE_1000 | ZJC_OVERLONG_4
+#define ZJC_FIRST_LOW \
+    ZJC_C(ZJC_CARRY | ZJC_OVERLONG_3 | ZJC_OVERLONG_2 | ZJC_OVERLONG_4), ZJC_C(ZJC_CARRY | ZJC_OVERLONG_2), \
+    ZJC_C(ZJC_CARRY), ZJC_C(ZJC_CARRY), ZJC_C(ZJC_CARRY | ZJC_TOO_LARGE), \
+    ZJC_C(ZJC_CARRY | ZJC_TOO_LARGE | ZJC_TOO_LARGE_1000), ZJC_C(ZJC_CARRY | ZJC_TOO_LARGE | ZJC_TOO_LARGE_1000), \
+    ZJC_C(ZJC_CARRY | ZJC_TOO_LARGE | ZJC_TOO_LARGE_1000), ZJC_C(ZJC_CARRY | ZJC_TOO_LARGE | ZJC_TOO_LARGE_1000), \
+    ZJC_C(ZJC_CARRY | ZJC_TOO_LARGE | ZJC_TOO_LARGE_1000), ZJC_C(ZJC_CARRY | ZJC_TOO_LARGE | ZJC_TOO_LARGE_1000), \
+    ZJC_C(ZJC_CARRY | ZJC_TOO_LARGE | ZJC_TOO_LARGE_1000), ZJC_C(ZJC_CARRY | ZJC_TOO_LARGE | ZJC_TOO_LARGE_1000), \
+    ZJC_C(ZJC_CARRY | ZJC_TOO_LARGE | ZJC_TOO_LARGE_1000 | ZJC_SURROGATE), \
+    ZJC_C(ZJC_CARRY | ZJC_TOO_LARGE | ZJC_TOO_LARGE_1000), ZJC_C(ZJC_CARRY | ZJC_TOO_LARGE | ZJC_TOO_LARGE_1000)
+#define ZJC_SECOND_HIGH \
+    ZJC_TOO_SHORT, ZJC_TOO_SHORT, ZJC_TOO_SHORT, ZJC_TOO_SHORT, ZJC_TOO_SHORT, ZJC_TOO_SHORT, ZJC_TOO_SHORT, \
+    ZJC_TOO_SHORT, \
+    ZJC_C(ZJC_TOO_LONG | ZJC_OVERLONG_2 | ZJC_TWO_CONTS | ZJC_OVERLONG_3 | ZJC_TOO_LARGE_1000 | ZJC_OVERLONG_4), \
+    ZJC_C(ZJC_TOO_LONG | ZJC_OVERLONG_2 | ZJC_TWO_CONTS | ZJC_OVERLONG_3 | ZJC_TOO_LARGE), \
+    ZJC_C(ZJC_TOO_LONG | ZJC_OVERLONG_2 | ZJC_TWO_CONTS | ZJC_SURROGATE | ZJC_TOO_LARGE), \
+    ZJC_C(ZJC_TOO_LONG | ZJC_OVERLONG_2 | ZJC_TWO_CONTS | ZJC_SURROGATE | ZJC_TOO_LARGE), \
+    ZJC_TOO_SHORT, ZJC_TOO_SHORT, ZJC_TOO_SHORT, ZJC_TOO_SHORT
+
 /* Error bits of the 16 bytes x, given the 16 before them (prev). */
 __attribute__((target("ssse3")))
 static inline __m128i zjc_utf8_block_errors(__m128i x, __m128i prev) {
     const __m128i nibble = _mm_set1_epi8(0x0F);
-    const __m128i first_high = _mm_setr_epi8(
-        ZJC_TOO_LONG, ZJC_TOO_LONG, ZJC_TOO_LONG, ZJC_TOO_LONG, ZJC_TOO_LONG, ZJC_TOO_LONG, ZJC_TOO_LONG,
-        ZJC_TOO_LONG, ZJC_C(ZJC_TWO_CONTS), ZJC_C(ZJC_TWO_CONTS), ZJC_C(ZJC_TWO_CONTS), ZJC_C(ZJC_TWO_CONTS),
-        ZJC_TOO_SHORT | ZJC_OVERLONG_2, ZJC_TOO_SHORT, ZJC_TOO_SHORT | ZJC_OVERLONG_3 | ZJC_SURROGATE,
-        ZJC_TOO_SHORT | ZJC_TOO_LARGE | ZJC_TOO_LARGE_1000 | ZJC_OVERLONG_4);
-    const __m128i first_low = _mm_setr_epi8(
-        ZJC_C(ZJC_CARRY | ZJC_OVERLONG_3 | ZJC_OVERLONG_2 | ZJC_OVERLONG_4), ZJC_C(ZJC_CARRY | ZJC_OVERLONG_2),
-        ZJC_C(ZJC_CARRY), ZJC_C(ZJC_CARRY), ZJC_C(ZJC_CARRY | ZJC_TOO_LARGE),
-        ZJC_C(ZJC_CARRY | ZJC_TOO_LARGE | ZJC_TOO_LARGE_1000), ZJC_C(ZJC_CARRY | ZJC_TOO_LARGE | ZJC_TOO_LARGE_1000),
-        ZJC_C(ZJC_CARRY | ZJC_TOO_LARGE | ZJC_TOO_LARGE_1000), ZJC_C(ZJC_CARRY | ZJC_TOO_LARGE | ZJC_TOO_LARGE_1000),
-        ZJC_C(ZJC_CARRY | ZJC_TOO_LARGE | ZJC_TOO_LARGE_1000), ZJC_C(ZJC_CARRY | ZJC_TOO_LARGE | ZJC_TOO_LARGE_1000),
-        ZJC_C(ZJC_CARRY | ZJC_TOO_LARGE | ZJC_TOO_LARGE_1000), ZJC_C(ZJC_CARRY | ZJC_TOO_LARGE | ZJC_TOO_LARGE_1000),
-        ZJC_C(ZJC_CARRY | ZJC_TOO_LARGE | ZJC_TOO_LARGE_1000 | ZJC_SURROGATE),
-        ZJC_C(ZJC_CARRY | ZJC_TOO_LARGE | ZJC_TOO_LARGE_1000), ZJC_C(ZJC_CARRY | ZJC_TOO_LARGE | ZJC_TOO_LARGE_1000));
-    const __m128i second_high = _mm_setr_epi8(
-        ZJC_TOO_SHORT, ZJC_TOO_SHORT, ZJC_TOO_SHORT, ZJC_TOO_SHORT, ZJC_TOO_SHORT, ZJC_TOO_SHORT, ZJC_TOO_SHORT,
-        ZJC_TOO_SHORT,
-        ZJC_C(ZJC_TOO_LONG | ZJC_OVERLONG_2 | ZJC_TWO_CONTS | ZJC_OVERLONG_3 | ZJC_TOO_LARGE_1000 | ZJC_OVERLONG_4),
-        ZJC_C(ZJC_TOO_LONG | ZJC_OVERLONG_2 | ZJC_TWO_CONTS | ZJC_OVERLONG_3 | ZJC_TOO_LARGE),
-        ZJC_C(ZJC_TOO_LONG | ZJC_OVERLONG_2 | ZJC_TWO_CONTS | ZJC_SURROGATE | ZJC_TOO_LARGE),
-        ZJC_C(ZJC_TOO_LONG | ZJC_OVERLONG_2 | ZJC_TWO_CONTS | ZJC_SURROGATE | ZJC_TOO_LARGE),
-        ZJC_TOO_SHORT, ZJC_TOO_SHORT, ZJC_TOO_SHORT, ZJC_TOO_SHORT);
+    const __m128i first_high = _mm_setr_epi8(ZJC_FIRST_HIGH);
+    const __m128i first_low = _mm_setr_epi8(ZJC_FIRST_LOW);
+    const __m128i second_high = _mm_setr_epi8(ZJC_SECOND_HIGH);
     __m128i prev1 = _mm_alignr_epi8(x, prev, 15);
     __m128i special = _mm_and_si128(
         _mm_and_si128(_mm_shuffle_epi8(first_high, _mm_and_si128(_mm_srli_epi16(prev1, 4), nibble)),
@@ -150,13 +159,6 @@ static int zjc_utf8_valid_ssse3(const unsigned char *p, Py_ssize_t n, int no_nul
 }
 #endif
 
-/* The length of the longest strict UTF-8 prefix of p[0:n]: n when all of it is. */
-static inline Py_ssize_t zjc_utf8_prefix(const unsigned char *p, Py_ssize_t n, int no_nul) {
-#ifdef ZJC_UTF8_SSSE3
-    if (n >= 16 && __builtin_cpu_supports("ssse3") && zjc_utf8_valid_ssse3(p, n, no_nul)) return n;
-#endif
-    return zjc_utf8_prefix_bytewise(p, n, no_nul);
-}
 
 /* JSON string text: the offset of the first '"', backslash or control character in p[0:n], else n. */
 static Py_ssize_t zjc_string_run(const unsigned char *p, Py_ssize_t n) {
@@ -214,6 +216,123 @@ static Py_ssize_t zjc_json_run_ssse3(const unsigned char *p, Py_ssize_t n, unsig
 }
 #endif
 
+#ifdef ZJC_UTF8_SSSE3
+/* zjc_utf8_block_errors of 32 bytes (both 16-byte lanes at once, as simdjson's AVX2 kernel does it): the bytes
+   one, two and three back come across the lanes from prev by a permute and an align. */
+__attribute__((target("avx2")))
+static inline __m256i zjc_utf8_block_errors_avx2(__m256i x, __m256i prev) {
+    const __m256i nibble = _mm256_set1_epi8(0x0F);
+    const __m256i first_high = _mm256_setr_epi8(ZJC_FIRST_HIGH, ZJC_FIRST_HIGH);
+    const __m256i first_low = _mm256_setr_epi8(ZJC_FIRST_LOW, ZJC_FIRST_LOW);
+    const __m256i second_high = _mm256_setr_epi8(ZJC_SECOND_HIGH, ZJC_SECOND_HIGH);
+    __m256i across = _mm256_permute2x128_si256(prev, x, 0x21);  /* prev's high lane, x's low lane */
+    __m256i prev1 = _mm256_alignr_epi8(x, across, 15);
+    __m256i special = _mm256_and_si256(
+        _mm256_and_si256(_mm256_shuffle_epi8(first_high, _mm256_and_si256(_mm256_srli_epi16(prev1, 4), nibble)),
+                         _mm256_shuffle_epi8(first_low, _mm256_and_si256(prev1, nibble))),
+        _mm256_shuffle_epi8(second_high, _mm256_and_si256(_mm256_srli_epi16(x, 4), nibble)));
+    __m256i third = _mm256_subs_epu8(_mm256_alignr_epi8(x, across, 14), _mm256_set1_epi8(ZJC_C(0xE0 - 0x80)));
+    __m256i fourth = _mm256_subs_epu8(_mm256_alignr_epi8(x, across, 13), _mm256_set1_epi8(ZJC_C(0xF0 - 0x80)));
+    __m256i must_continue = _mm256_and_si256(_mm256_or_si256(third, fourth), _mm256_set1_epi8(ZJC_C(0x80)));
+    return _mm256_xor_si256(must_continue, special);
+}
+
+/* Nonzero where the 32 bytes prev end with a lead byte whose sequence they cannot finish. */
+__attribute__((target("avx2")))
+static inline __m256i zjc_utf8_unfinished_avx2(__m256i prev) {
+    const char f = ZJC_C(0xFF);
+    return _mm256_subs_epu8(prev, _mm256_setr_epi8(f, f, f, f, f, f, f, f, f, f, f, f, f, f, f, f, f, f, f, f, f, f,
+        f, f, f, f, f, f, f, ZJC_C(0xF0 - 1), ZJC_C(0xE0 - 1), ZJC_C(0xC0 - 1)));
+}
+
+/* zjc_json_run_ssse3 32 bytes at a time, for CPUs with AVX2 (x86-64 since about 2013): each block looked at
+   for the run's end, stored, and checked as UTF-8 with the bytes from the run's end on made spaces. */
+__attribute__((target("avx2")))
+static Py_ssize_t zjc_json_run_avx2(const unsigned char *p, Py_ssize_t n, unsigned char *o, int check_utf8,
+                                    int *bad) {
+    const __m256i quote = _mm256_set1_epi8('"'), backslash = _mm256_set1_epi8(92), c1f = _mm256_set1_epi8(0x1F);
+    const __m256i spaces = _mm256_set1_epi8(' '), zero = _mm256_setzero_si256();
+    const __m256i iota = _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19,
+                                          20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31);
+    __m256i prev = zero, errors = zero, x, keep;
+    unsigned char tail[32];
+    Py_ssize_t i = 0;
+    unsigned int mask;
+    int k, partial;
+    while (i < n) {
+        partial = i + 32 > n;
+        if (partial) {
+            memset(tail, ' ', 32);
+            memcpy(tail, p + i, (size_t)(n - i));
+            x = _mm256_loadu_si256((const __m256i *)tail);
+        } else {
+            x = _mm256_loadu_si256((const __m256i *)(p + i));
+        }
+        mask = (unsigned int)_mm256_movemask_epi8(_mm256_or_si256(
+            _mm256_or_si256(_mm256_cmpeq_epi8(x, quote), _mm256_cmpeq_epi8(x, backslash)),
+            _mm256_cmpeq_epi8(_mm256_min_epu8(x, c1f), x)));
+        k = mask ? __builtin_ctz(mask) : partial ? (int)(n - i) : 32;
+        if (partial) memcpy(o + i, p + i, (size_t)k);
+        else _mm256_storeu_si256((__m256i *)(o + i), x);
+        if (check_utf8) {
+            if (k < 32) {
+                keep = _mm256_cmpgt_epi8(_mm256_set1_epi8((char)k), iota);
+                x = _mm256_blendv_epi8(spaces, x, keep);
+            }
+            errors = _mm256_or_si256(errors, _mm256_movemask_epi8(x) == 0 ? zjc_utf8_unfinished_avx2(prev)
+                                                                          : zjc_utf8_block_errors_avx2(x, prev));
+            prev = x;
+        }
+        i += k;
+        if (k < 32) break;
+    }
+    if (check_utf8) {
+        errors = _mm256_or_si256(errors, zjc_utf8_unfinished_avx2(prev));
+        if (!_mm256_testz_si256(errors, errors)) *bad = 1;
+    }
+    return i;
+}
+#endif
+
+#ifdef ZJC_UTF8_SSSE3
+/* zjc_utf8_valid_ssse3 32 bytes at a time, for CPUs with AVX2. */
+__attribute__((target("avx2")))
+static int zjc_utf8_valid_avx2(const unsigned char *p, Py_ssize_t n, int no_nul) {
+    const __m256i zero = _mm256_setzero_si256(), spaces = _mm256_set1_epi8(' ');
+    __m256i prev = zero, errors = zero, x;
+    unsigned char tail[32];
+    Py_ssize_t i = 0;
+    while (i < n) {
+        if (i + 32 <= n) {
+            x = _mm256_loadu_si256((const __m256i *)(p + i));
+        } else {
+            _mm256_storeu_si256((__m256i *)tail, spaces);
+            memcpy(tail, p + i, (size_t)(n - i));
+            x = _mm256_loadu_si256((const __m256i *)tail);
+        }
+        if (no_nul) errors = _mm256_or_si256(errors, _mm256_cmpeq_epi8(x, zero));
+        errors = _mm256_or_si256(errors, _mm256_movemask_epi8(x) == 0 ? zjc_utf8_unfinished_avx2(prev)
+                                                                      : zjc_utf8_block_errors_avx2(x, prev));
+        prev = x;
+        i += 32;
+    }
+    errors = _mm256_or_si256(errors, zjc_utf8_unfinished_avx2(prev));
+    return _mm256_testz_si256(errors, errors);
+}
+#endif
+
+/* The length of the longest strict UTF-8 prefix of p[0:n]: n when all of it is. */
+static inline Py_ssize_t zjc_utf8_prefix(const unsigned char *p, Py_ssize_t n, int no_nul) {
+#ifdef ZJC_UTF8_SSSE3
+    if (n >= 32 && __builtin_cpu_supports("avx2")) {
+        if (zjc_utf8_valid_avx2(p, n, no_nul)) return n;
+    } else if (n >= 16 && __builtin_cpu_supports("ssse3") && zjc_utf8_valid_ssse3(p, n, no_nul)) {
+        return n;
+    }
+#endif
+    return zjc_utf8_prefix_bytewise(p, n, no_nul);
+}
+
 /* The run of JSON string text at p[0:n] up to its first '"', backslash or control character, copied to o (room
    for n bytes; whole blocks of 16 are stored as they are); its length.  With check_utf8, *bad is set when the
    run is not strict UTF-8 (zjc_utf8_prefix then says where). */
@@ -221,6 +340,8 @@ static inline Py_ssize_t zjc_json_run(const unsigned char *p, Py_ssize_t n, unsi
                                       int *bad) {
     Py_ssize_t k;
 #ifdef ZJC_UTF8_SSSE3
+    /* A text shorter than a block would take AVX2's slower last-block path at once: most keys and values. */
+    if (n >= 32 && __builtin_cpu_supports("avx2")) return zjc_json_run_avx2(p, n, o, check_utf8, bad);
     if (__builtin_cpu_supports("ssse3")) return zjc_json_run_ssse3(p, n, o, check_utf8, bad);
 #endif
     k = zjc_string_run(p, n);
