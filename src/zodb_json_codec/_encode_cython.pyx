@@ -2113,7 +2113,7 @@ dict_to_pickle, _json_to_pickle_by_value = public_functions(_pickle_value)
 # value json.loads would give: plain dicts, lists, strings, numbers and
 # literals are written as they are read, and so are the markers real
 # records hold most (references, @kv states, the one-key scalar markers,
-# @t/@set/@fset/@ns).  Any other dict whose first key starts with "@" (a
+# @t/@set/@fset/@ns, instances).  Any other dict whose first key starts with "@" (a
 # marker, maybe) is built as a Python value and handed to _value (at the
 # top: to encode_zodb_record or the single-pickle rules, which have their
 # own cases).  Anything else -- an error of any kind, a duplicate or escaped
@@ -2430,7 +2430,8 @@ cdef int _json_value(Reader* r, Writer* w, Py_ssize_t depth) except -1:
         return _json_string(r, w)
     if c == b'{':
         if _marker_ahead(r):
-            if depth <= _MAX_DEPTH and ((w.expand_refs and _json_ref(r, w)) or _json_one_key_marker(r, w, depth)):
+            if depth <= _MAX_DEPTH and ((w.expand_refs and _json_ref(r, w)) or _json_one_key_marker(r, w, depth)
+                                        or _json_instance(r, w, depth)):
                 return 0
             return _value(w, _json_build(r, 0), depth)
         return _json_dict(r, w, depth)
@@ -2675,6 +2676,100 @@ cdef int _json_one_key_marker(Reader* r, Writer* w, Py_ssize_t depth) except -1:
             return 1
     r.i = save_i
     w.pos = save_pos
+    return 0
+
+
+# A persistent object's non-persistent parts (a RichTextValue holding a Plone page's whole text, a DateTime)
+# are {"@cls": [module, name], "@s": state}: written as _instance writes them, whichever key comes first
+# (jsonb puts "@s" first: keys in order of length), so a big text in the state is copied, not made a str.
+
+cdef enum:
+    _CLASS_HEAD_MAX = 512   # GLOBAL, module, name, EMPTY_TUPLE, NEWOBJ of the classes read here
+
+
+cdef int _json_instance(Reader* r, Writer* w, Py_ssize_t depth) except -1:
+    """{"@cls": [module, name], "@s": state} at r.i (a '{'), both names printable ASCII, the class neither a
+    BTree's nor copyreg's _reconstructor, and the state no @args/@state wrapper: 1; else 0, nothing read or
+    written.  (depth <= MAX_DEPTH: the dict's own depth check has passed.)"""
+    cdef Py_ssize_t save_i = r.i, save_pos = w.pos, state_at, head_size
+    cdef unsigned char head[_CLASS_HEAD_MAX]
+    r.i += 1
+    _ws(r)
+    if _at_key(r, b'"@cls"', 6):
+        head_size = _json_class_head(r, head)
+        if head_size > 0 and _expect(r, b',') and _at_key(r, b'"@s"', 4) and _plain_state_ahead(r):
+            _raw(w, head, head_size)
+            _json_value(r, w, depth + 1)
+            if _expect(r, b'}'):
+                _op(w, BUILD)
+                return 1
+    elif _at_key(r, b'"@s"', 4) and _plain_state_ahead(r):
+        state_at = w.pos
+        _json_value(r, w, depth + 1)
+        if _expect(r, b',') and _at_key(r, b'"@cls"', 6):
+            head_size = _json_class_head(r, head)
+            if head_size > 0 and _expect(r, b'}'):
+                _insert(w, state_at, head, head_size)
+                _op(w, BUILD)
+                return 1
+    r.i = save_i
+    w.pos = save_pos
+    return 0
+
+
+cdef Py_ssize_t _json_class_head(Reader* r, unsigned char* head) except -1:
+    """The class of an instance at r.i, ["module", "name"], as _instance starts it (GLOBAL, EMPTY_TUPLE, NEWOBJ)
+    into head: its size, r.i after the ']'; 0 for any class _instance treats otherwise, or another spelling."""
+    cdef Py_ssize_t module_at, module_size, name_at, name_size
+    if r.i >= r.n or r.p[r.i] != b'[':
+        return 0
+    r.i += 1
+    _ws(r)
+    module_at = r.i + 1
+    module_size = _quoted_run(r)
+    if module_size <= 0 or not _expect(r, b','):
+        return 0
+    name_at = r.i + 1
+    name_size = _quoted_run(r)
+    if name_size <= 0 or module_size + name_size + 5 > _CLASS_HEAD_MAX:
+        return 0
+    _ws(r)
+    if r.i >= r.n or r.p[r.i] != b']':
+        return 0
+    r.i += 1
+    if ((module_size >= 7 and same_bytes(<const char*>r.p + module_at, b"BTrees.", 7))
+            or (name_size == 14 and same_bytes(<const char*>r.p + name_at, b"_reconstructor", 14))):
+        return 0  # a BTree's state has its own form; copyreg's _reconstructor is a REDUCE
+    head[0] = GLOBAL
+    memcpy(head + 1, r.p + module_at, <size_t>module_size)
+    head[1 + module_size] = 10
+    memcpy(head + 2 + module_size, r.p + name_at, <size_t>name_size)
+    head[2 + module_size + name_size] = 10
+    head[3 + module_size + name_size] = EMPTY_TUPLE
+    head[4 + module_size + name_size] = NEWOBJ
+    return module_size + name_size + 5
+
+
+cdef inline bint _plain_state_ahead(Reader* r) noexcept:
+    """The state at r.i is not a dict whose first key is "@args" or "@state", or escaped (an @args/@state
+    wrapper maybe, which _instance reads apart)."""
+    cdef Py_ssize_t save = r.i
+    cdef bint plain = True
+    if r.i < r.n and r.p[r.i] == b'{':
+        r.i += 1
+        _ws(r)
+        plain = not (_at_key(r, b'"@args"', 7) or _at_key(r, b'"@state"', 8)
+                     or (r.i + 1 < r.n and r.p[r.i] == 34 and r.p[r.i + 1] == 92))
+        r.i = save
+    return plain
+
+
+cdef int _insert(Writer* w, Py_ssize_t at, const unsigned char* data, Py_ssize_t size) except -1:
+    """data put in the output at offset at, what was written from there on moved up."""
+    _reserve(w, size)
+    memmove(w.buf + at + size, w.buf + at, <size_t>(w.pos - at))
+    memcpy(w.buf + at, data, <size_t>size)
+    w.pos += size
     return 0
 
 
