@@ -289,12 +289,13 @@ def test_cython_modules_are_fresh_or_absent(tmp_path):
     assert required.wheels == []
 
 
-#: What the build without SIMD runs: the tests that reach the C with a plain-C branch beside its SSE2/SSSE3 one
+#: What the builds without SIMD or AVX2 run: the tests that reach the C with a plain-C branch beside its SIMD ones
 #: (UTF-8 checks and copies, JSON string runs and escapes, base64, str to UTF-8).
 PORTABLE_TESTS = ("tests/test_load_path.py", "tests/test_direct_lane.py", "tests/test_twins.py", "-k",
                   "utf8 or escape or wide or three_byte or width or bad_bytes or known_texts or generated_json"
                   " or base64 or text or str")
 SIMD_SYMBOL = b"zjc_json_run_ssse3"  # a local symbol of the SIMD build's _encode_cython
+AVX2_SYMBOL = b"zjc_json_run_avx2"  # and of its AVX2 loops
 
 
 @pytest.mark.skipif(PYPY, reason="PyPy builds nothing")
@@ -303,16 +304,31 @@ SIMD_SYMBOL = b"zjc_json_run_ssse3"  # a local symbol of the SIMD build's _encod
 def test_plain_c_branches_without_simd(tmp_path):
     """CPUs and compilers without SSE2/SSSE3 (ARM, MSVC) take the plain-C branches: built here with
     -DZJC_NO_SIMD, which turns every SIMD branch off, they must pass the tests of the text they handle."""
+    _text_tests_of_a_build(tmp_path, "-DZJC_NO_SIMD", without=SIMD_SYMBOL)
+
+
+@pytest.mark.skipif(PYPY, reason="PyPy builds nothing")
+@compiler_from_cc
+@pytest.mark.skipif(working_compiler() is None, reason="no C compiler on this machine")
+def test_sixteen_byte_branches_without_avx2(tmp_path):
+    """x86-64 CPUs without AVX2 (before about 2013) take the 16-byte SSSE3 loops for long texts, which a
+    machine with AVX2 runs only for short ones: built with -DZJC_NO_AVX2, they must pass the same tests."""
+    _text_tests_of_a_build(tmp_path, "-DZJC_NO_AVX2", without=AVX2_SYMBOL)
+
+
+def _text_tests_of_a_build(tmp_path, flag: str, without: bytes) -> None:
+    """The twins built with CFLAGS=flag, whose encoder lacks the symbol without (the usual build has it),
+    pass the tests of the text the SIMD branches handle."""
     tree = source_tree(tmp_path)
     build = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=tree,
-                           env=child_env({"CFLAGS": "-DZJC_NO_SIMD", "ZODB_JSON_CODEC_REQUIRE_EXT": "1"}),
+                           env=child_env({"CFLAGS": flag, "ZODB_JSON_CODEC_REQUIRE_EXT": "1"}),
                            capture_output=True, text=True, timeout=1800)
     assert build.returncode == 0, (build.stdout + build.stderr)[-3000:]
     [encoder] = (tree / "src" / "zodb_json_codec").glob(f"_encode_cython{EXT_SUFFIX}")
-    assert SIMD_SYMBOL not in encoder.read_bytes()
+    assert without not in encoder.read_bytes()
     usual = list((ROOT / "src" / "zodb_json_codec").glob(f"_encode_cython{EXT_SUFFIX}"))
     if usual and sys.platform.startswith("linux") and os.uname().machine == "x86_64":  # the usual build has it
-        assert SIMD_SYMBOL in usual[0].read_bytes()
+        assert without in usual[0].read_bytes()
     env = child_env({"PYTHONPATH": str(tree / "src"), "ZODB_JSON_CODEC_PURE_PYTHON": "0"})
     where = subprocess.run([sys.executable, "-c", "import zodb_json_codec._encode_cython as e; print(e.__file__)"],
                            env=env, capture_output=True, text=True, timeout=60)

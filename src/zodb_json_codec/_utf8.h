@@ -60,7 +60,10 @@ static Py_ssize_t zjc_utf8_prefix_bytewise(const unsigned char *p, Py_ssize_t n,
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(ZJC_NO_SIMD)
 #define ZJC_UTF8_SSSE3 1
 #include <tmmintrin.h>
+#ifndef ZJC_NO_AVX2  /* -DZJC_NO_AVX2: the 16-byte loops only, as a CPU without AVX2 runs them (tested so) */
+#define ZJC_UTF8_AVX2 1
 #include <immintrin.h>
+#endif
 
 /* What a byte and the one before it may not be (the bits of the three tables below). */
 #define ZJC_TOO_SHORT 1      /* a lead byte not followed by a continuation byte */
@@ -216,7 +219,7 @@ static Py_ssize_t zjc_json_run_ssse3(const unsigned char *p, Py_ssize_t n, unsig
 }
 #endif
 
-#ifdef ZJC_UTF8_SSSE3
+#ifdef ZJC_UTF8_AVX2
 /* zjc_utf8_block_errors of 32 bytes (both 16-byte lanes at once, as simdjson's AVX2 kernel does it): the bytes
    one, two and three back come across the lanes from prev by a permute and an align. */
 __attribute__((target("avx2")))
@@ -294,7 +297,7 @@ static Py_ssize_t zjc_json_run_avx2(const unsigned char *p, Py_ssize_t n, unsign
 }
 #endif
 
-#ifdef ZJC_UTF8_SSSE3
+#ifdef ZJC_UTF8_AVX2
 /* zjc_utf8_valid_ssse3 32 bytes at a time, for CPUs with AVX2. */
 __attribute__((target("avx2")))
 static int zjc_utf8_valid_avx2(const unsigned char *p, Py_ssize_t n, int no_nul) {
@@ -323,12 +326,14 @@ static int zjc_utf8_valid_avx2(const unsigned char *p, Py_ssize_t n, int no_nul)
 
 /* The length of the longest strict UTF-8 prefix of p[0:n]: n when all of it is. */
 static inline Py_ssize_t zjc_utf8_prefix(const unsigned char *p, Py_ssize_t n, int no_nul) {
-#ifdef ZJC_UTF8_SSSE3
+#ifdef ZJC_UTF8_AVX2
     if (n >= 32 && __builtin_cpu_supports("avx2")) {
         if (zjc_utf8_valid_avx2(p, n, no_nul)) return n;
-    } else if (n >= 16 && __builtin_cpu_supports("ssse3") && zjc_utf8_valid_ssse3(p, n, no_nul)) {
-        return n;
+        return zjc_utf8_prefix_bytewise(p, n, no_nul);
     }
+#endif
+#ifdef ZJC_UTF8_SSSE3
+    if (n >= 16 && __builtin_cpu_supports("ssse3") && zjc_utf8_valid_ssse3(p, n, no_nul)) return n;
 #endif
     return zjc_utf8_prefix_bytewise(p, n, no_nul);
 }
@@ -340,8 +345,10 @@ static inline Py_ssize_t zjc_json_run(const unsigned char *p, Py_ssize_t n, unsi
                                       int *bad) {
     Py_ssize_t k;
 #ifdef ZJC_UTF8_SSSE3
+#ifdef ZJC_UTF8_AVX2
     /* A text shorter than a block would take AVX2's slower last-block path at once: most keys and values. */
     if (n >= 32 && __builtin_cpu_supports("avx2")) return zjc_json_run_avx2(p, n, o, check_utf8, bad);
+#endif
     if (__builtin_cpu_supports("ssse3")) return zjc_json_run_ssse3(p, n, o, check_utf8, bad);
 #endif
     k = zjc_string_run(p, n);
