@@ -1728,7 +1728,8 @@ cdef int _m_dt(Writer* w, object text, object tz, Py_ssize_t depth) except -1:
         # timezone(timedelta(...)) of the text's offset, or pytz's (a naive text: the decoder's form).
         n = PyUnicode_GET_LENGTH(text)
         p = <const unsigned char*>PyUnicode_DATA(text)
-        if _date_part(p, n, state, &end) == 0 and end < n and p[end] == b"T" and _clock(p, end + 1, n, state + 4, &end) == 0:
+        if (_date_part(p, n, state, &end) == 0 and end < n and p[end] == b"T"
+                and _clock(p, end + 1, n, state + 4, &end) == 0):
             if tz is None and _zoned_call(w, b"cdatetime\ndatetime\nC\n", 21, state, 10, p, end, n):
                 return 0
             if zone != NULL and end == n:
@@ -2751,8 +2752,8 @@ cdef Py_ssize_t _json_class_head(Reader* r, unsigned char* head) except -1:
 
 
 cdef inline bint _plain_state_ahead(Reader* r) noexcept:
-    """The state at r.i is not a dict whose first key is "@args" or "@state", or escaped (an @args/@state
-    wrapper maybe, which _instance reads apart)."""
+    """False if the state at r.i is a dict whose first key is "@args", "@state" or escaped: an @args/@state
+    wrapper maybe, which _instance reads apart."""
     cdef Py_ssize_t save = r.i
     cdef bint plain = True
     if r.i < r.n and r.p[r.i] == b'{':
