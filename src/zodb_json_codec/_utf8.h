@@ -13,8 +13,8 @@
    tables, indexed by the nibbles of each byte and of the byte before it, flag every two-byte pattern that
    cannot occur, and a comparison with the bytes two and three back checks the third and fourth bytes of
    long sequences.  Only when a text fails that check does the byte-at-a-time loop run, to find where.
-   zjc_json_run, the loop of every JSON string, takes 32 bytes a step with the same tables where the CPU has
-   AVX2 (chosen when it runs, as SSSE3 is). */
+   Where the CPU has AVX2 (chosen when it runs, as SSSE3 is), texts of 32 bytes and more go 32 bytes a step
+   with the same tables: the check, and zjc_json_run, the loop of every JSON string. */
 
 #ifndef ZJC_UTF8_H
 #define ZJC_UTF8_H
