@@ -1735,7 +1735,9 @@ cdef int _m_dt(Writer* w, object text, object tz, Py_ssize_t depth) except -1:
             if zone != NULL and end == n:
                 _text(w, b"cdatetime\ndatetime\nC\n", 21)
                 _raw(w, state, 10)
-                _pytz_call(w, <list>zone)
+                _text(w, b"cpytz\n_p\n", 9)  # pytz._p(*arguments), as _call writes tz_call's Call
+                _tuple(w, <list>zone, depth)  # strs and ints: no code runs
+                _op(w, REDUCE)
                 return _op2(w, TUPLE2, REDUCE)
     return _call(w, _encode_known.datetime_call(text, tz), depth)
 
@@ -1765,18 +1767,6 @@ cdef PyObject* _pytz_arguments(object tz) noexcept:
         if type(<object>v) is not str and type(<object>v) is not int:
             return NULL
     return found
-
-
-cdef int _pytz_call(Writer* w, list arguments) except -1:
-    """``pytz._p(*arguments)``, as _call writes _encode_known.tz_call's Call (arguments: _pytz_arguments')."""
-    cdef Py_ssize_t n = PyList_GET_SIZE(arguments), i
-    _text(w, b"cpytz\n_p\n", 9)
-    if n > 3:
-        _op(w, MARK)
-    for i in range(n):
-        _scalar(w, <object>PyList_GET_ITEM(arguments, i))  # strs and ints: no code runs
-    _op(w, TUPLE1 if n == 1 else TUPLE2 if n == 2 else TUPLE3 if n == 3 else TUPLE)
-    return _op(w, REDUCE)
 
 
 cdef int _m_time(Writer* w, dict d, Py_ssize_t depth) except -1:
