@@ -1083,13 +1083,14 @@ cdef inline int _btree_class(str module, str name) except -2:
 # ---------------------------------------------------------------------------
 
 cdef int _value(Writer* w, object v, Py_ssize_t depth) except -1:
-    cdef type t = type(v)
+    # type(v) is compared at each test, not kept in a variable: Cython would take a reference to the type
+    # object for it, a write to str's or int's count per value that every thread's encode shares.
     cdef Py_ssize_t i
     cdef int kind
     cdef PyObject* first = NULL
-    if t is str:
+    if type(v) is str:
         return _str(w, <str>v)
-    if t is dict:
+    if type(v) is dict:
         if depth > _MAX_DEPTH and not _is_scalar_marker(<dict>v):
             raise _depth_error()
         # _dict, one C frame fewer for each level of nesting
@@ -1097,9 +1098,9 @@ cdef int _value(Writer* w, object v, Py_ssize_t depth) except -1:
         if kind == K_NONE or kind == K_WRAPPER:
             return _plain_dict(w, <dict>v, depth)
         return _marker(w, <dict>v, kind, first, depth)
-    if t is int:
+    if type(v) is int:
         return _int(w, v)
-    if t is list:
+    if type(v) is list:
         if depth > _MAX_DEPTH:
             raise _depth_error()
         _op(w, EMPTY_LIST)
@@ -1108,7 +1109,7 @@ cdef int _value(Writer* w, object v, Py_ssize_t depth) except -1:
             _list_items(w, <list>v, depth + 1)
             _op(w, APPENDS)
         return 0
-    if t is float:
+    if type(v) is float:
         return _float(w, PyFloat_AS_DOUBLE(v))
     if v is None:
         return _op(w, NONE)
@@ -1121,13 +1122,12 @@ cdef int _value(Writer* w, object v, Py_ssize_t depth) except -1:
 
 cdef inline int _scalar(Writer* w, object v) except -1:
     """Writes v if it is an exact str, int or float, None, True or False (most items of a record): 1;
-    else 0, nothing written."""
-    cdef type t = type(v)
-    if t is str:
+    else 0, nothing written.  (type(v) at each test, as in _value.)"""
+    if type(v) is str:
         _str(w, <str>v)
-    elif t is int:
+    elif type(v) is int:
         _int(w, v)
-    elif t is float:
+    elif type(v) is float:
         _float(w, PyFloat_AS_DOUBLE(v))
     elif v is None:
         _op(w, NONE)
