@@ -3,6 +3,8 @@
 # _encode_cython.pyx), inline so that they cost a few compares: _common.btree_kind
 # in C.  Cold rules on names stay in Python (_common, _known).
 
+from libc.string cimport memcmp
+
 from cpython.unicode cimport PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_READ
 
 
@@ -17,12 +19,9 @@ cdef enum BTreeBits:
 
 
 cdef inline bint same_bytes(const char* a, const char* b, Py_ssize_t n) noexcept:
-    """memcmp(a, b, n) == 0 for a few bytes, without a call."""
-    cdef Py_ssize_t i
-    for i in range(n):
-        if a[i] != b[i]:
-            return False
-    return True
+    """a[:n] == b[:n] for a few bytes: with n a constant where this is inlined, compilers compare them a word
+    at a time, without a call (a byte loop here was a tenth of a one-number record's encode)."""
+    return memcmp(a, b, n) == 0
 
 
 cdef inline bint ascii_at(str s, Py_ssize_t at, const char* text, Py_ssize_t m) noexcept:
