@@ -62,7 +62,7 @@ else:
 #: Only the decoder: the encoder ran fewer instructions with them but took
 #: more time (docs/design.md, "Build flags", says what they buy and cost).
 GCC_INLINING_FLAGS = ["--param=inline-unit-growth=200", "--param=large-function-growth=400"]
-INLINED_EXTENSIONS = {"zodb_json_codec._decode_cython"}
+INLINED_EXTENSIONS = {"zodb_json_codec._decode_cython", "zodb_json_codec._encode_cython"}
 
 
 class CythonTwinsUnavailable(RuntimeError):
