@@ -597,6 +597,27 @@ def test_record_keys_and_names_that_look_alike(twins):
     assert not found, found.report()
 
 
+def test_records_on_either_side_of_the_usual_path(twins):
+    """The Cython encoder writes a record of two ASCII names (the module not empty) and a state that is not a
+    dict of one or two keys the record reads ("@pkl", "@args" with "@state") on a path of its own: every
+    shape one step off it goes the general way, and both must give what the Python twin gives."""
+    b64 = base64.b64encode(pickle.dumps({"a": 1}, 3)).decode()
+    classes = [["m", "C"], ["BTrees.OOBTree", "OOBTree"], ["BTrees.Length", "Length"], ["", "C"], ["m", ""],
+               ["", ""], ["m\xe9", "C"], ["m", "C\u0161"], [SubStr("m"), "C"], ["m", OddStr("C")], ("m", "C"),
+               ["m", "C", "D"], ["m"], "m.C"]
+    states = [None, 5, "text", [1, "a"], {}, {"a": 1}, {"a": 1, "b": 2}, {"a": 1, "b": 2, "c": 3},
+              {"@pkl": b64}, {"@pkl": b64, "a": 1}, {SubStr("@pkl"): b64}, {"@pkl": 5},
+              {"@args": [1], "@state": {"a": 1}}, {"@args": [1]}, {"@args": [1], "@other": 2},
+              {"@state": {"a": 1}, "x": 1}, {SubStr("@args"): [1], "@state": {"a": 1}}, {1: "a"},
+              {"@kv": [["k", 1]]}, {"@obj": {"@cls": ["m", "C"]}, "@state": {"a": 1}}]
+    found = Differences()
+    for cls in classes:
+        for state in states:
+            for record in ({"@cls": cls, "@s": state}, {"@s": state, "@cls": cls}, {"@cls": cls}):
+                encode_both(twins, "encode_zodb_record", record, found, repr(record))
+    assert not found, found.report()
+
+
 def test_dict_keys_of_every_length_and_kind(twins):
     """The compiled encoder writes a plain ASCII key straight from the str (its short copies end at 3, 7, 8
     and 16 bytes) and sends keys starting with "@" to the escape check: keys of every length up to 40, ASCII
