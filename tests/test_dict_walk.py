@@ -67,8 +67,12 @@ def _samples() -> Dict[str, dict]:
     }
 
 
+@pytest.mark.parametrize("reopen", [0, 1, 2, 7], ids=["zjc_dict_next", "run reopened each item", "run reopened every 2",
+                                                      "run reopened every 7"])
 @pytest.mark.parametrize("name", list(_samples()))
-def test_the_walk_gives_the_items_in_order(walked, name):
+def test_the_walk_gives_the_items_in_order(walked, name, reopen):
+    # reopen > 0: the entries read as a zjc_dict_run (the encoder's dict walk), opened again from the position
+    # reached every reopen items, as after a value whose own code ran.
     d = _samples()[name]
-    items, _ = walked(d)
+    items, _ = walked(d, reopen)
     assert [(id(k), id(v)) for k, v in items] == [(id(k), id(v)) for k, v in d.items()]

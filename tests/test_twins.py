@@ -1328,6 +1328,20 @@ def _changed_while_encoded() -> Dict[str, Callable[[], Any]]:
         d["b"] = 2
         return d
 
+    def table_rebuilt():  # the same size, in a new table whose entries sit elsewhere (the walk reads it anew)
+        d: dict = {}
+
+        def churn() -> None:
+            d.update((f"tmp{i}", i) for i in range(100))
+            for i in range(100):
+                del d[f"tmp{i}"]
+            del d["b"]
+            d["e"] = 5
+
+        d["a"] = Meddler("x", churn)
+        d.update(b=2, c="three", d=4.0)
+        return d
+
     def cleared():
         d: dict = {}
         d["a"] = Meddler("x", d.clear)
@@ -1354,8 +1368,8 @@ def _changed_while_encoded() -> Dict[str, Callable[[], Any]]:
         inner = ["a", "b", 3]
         return {"first": Meddler("x", inner.clear), "second": inner}
 
-    return {f.__name__: f for f in (size_changed, keys_changed, key_replaced, cleared, key_deletes_itself,
-                                    list_emptied, list_grown, nested_emptied)}
+    return {f.__name__: f for f in (size_changed, keys_changed, key_replaced, table_rebuilt, cleared,
+                                    key_deletes_itself, list_emptied, list_grown, nested_emptied)}
 
 
 @pytest.mark.parametrize("make", list(_changed_while_encoded().values()), ids=list(_changed_while_encoded()))

@@ -312,6 +312,10 @@ cdef extern from "_dictnext.h":
     int zjc_dict_direct
     int zjc_dict_next_init() except -1
     bint zjc_dict_next(object d, Py_ssize_t* pos, PyObject** key, PyObject** value) noexcept
+    ctypedef struct zjc_dict_run:
+        pass
+    void zjc_dict_run_open(object d, Py_ssize_t pos, zjc_dict_run* run) noexcept
+    bint zjc_dict_run_next(zjc_dict_run* run, Py_ssize_t* pos, PyObject** key, PyObject** value) noexcept
 
 zjc_dict_next_init()
 
@@ -1179,31 +1183,33 @@ cdef int _plain_dict(Writer* w, dict d, Py_ssize_t depth) except -1:
     cdef Py_ssize_t pos = 0, size = PyDict_GET_SIZE(d), left = size
     cdef PyObject* kp
     cdef PyObject* xp
+    cdef zjc_dict_run run
     _op(w, EMPTY_DICT)
     if not size:
         return 0
     _op(w, MARK)
-    while True:
-        # As the Python twin's dict iterator: a value's own code may change the dict.
-        if PyDict_GET_SIZE(d) != size:
-            raise RuntimeError("dictionary changed size during iteration")
-        if not zjc_dict_next(d, &pos, &kp, &xp):
-            break
+    zjc_dict_run_open(d, 0, &run)
+    while zjc_dict_run_next(&run, &pos, &kp, &xp):
         if left == 0:
             raise RuntimeError("dictionary keys changed during iteration")
         left -= 1
         # Exact strs, ints, floats, None and booleans are written without running any code that could
         # change the dict, so they are read through the dict's own references (no count taken and
-        # dropped on each key and value of a wide dict).
+        # dropped on each key and value of a wide dict), one entry after the other.
         if _plain_key(w, kp):
-            if not _scalar(w, <object>xp):
-                x = <object>xp  # a reference of our own: a value's code may change the dict
-                _value(w, x, depth + 1)
+            if _scalar(w, <object>xp):
+                continue
+            x = <object>xp  # a reference of our own: a value's code may change the dict
+            _value(w, x, depth + 1)
         else:
             k = <object>kp
             x = <object>xp
             _other_key(w, k, depth + 1)
             _item(w, x, depth + 1)
+        # As the Python twin's dict iterator: the code that ran may have changed the dict.
+        if PyDict_GET_SIZE(d) != size:
+            raise RuntimeError("dictionary changed size during iteration")
+        zjc_dict_run_open(d, pos, &run)
     return _op(w, SETITEMS)
 
 
@@ -1904,17 +1910,26 @@ cdef int _native(Writer* w, object v, Py_ssize_t depth) except -1:
     return _call(w, known, depth)
 
 
-def _dict_items_walked(d):
+def _dict_items_walked(d, Py_ssize_t reopen=0):
     """[(key, value), ...] as the walk reads d (zjc_dict_next), and whether it read CPython's entries itself:
-    for the tests (tests/test_dict_walk.py)."""
+    for the tests (tests/test_dict_walk.py).  With reopen, as a zjc_dict_run reads it instead, opened again
+    after every reopen items (as _plain_dict does after a value's code)."""
     cdef Py_ssize_t pos = 0
     cdef PyObject* k = NULL
     cdef PyObject* v = NULL
+    cdef zjc_dict_run run
     if not isinstance(d, dict):
         raise TypeError("a dict")
     items = []
-    while zjc_dict_next(d, &pos, &k, &v):
+    if reopen <= 0:
+        while zjc_dict_next(d, &pos, &k, &v):
+            items.append((<object>k, <object>v))
+        return items, zjc_dict_direct != 0
+    zjc_dict_run_open(d, 0, &run)
+    while zjc_dict_run_next(&run, &pos, &k, &v):
         items.append((<object>k, <object>v))
+        if len(items) % reopen == 0:
+            zjc_dict_run_open(d, pos, &run)
     return items, zjc_dict_direct != 0
 
 
