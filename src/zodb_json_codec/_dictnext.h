@@ -107,6 +107,8 @@ static inline void zjc_dict_run_open(PyObject *d, Py_ssize_t pos, zjc_dict_run *
         r->at = entries + key_at + (size_t)pos * r->step;
         r->end = entries + key_at + (size_t)(keys->dk_nentries > pos ? keys->dk_nentries : pos) * r->step;
     }
+#else
+    (void)pos;  /* PyDict_Next keeps the position */
 #endif
 }
 
