@@ -57,10 +57,10 @@ else:
 
 
 #: gcc's default limits on how much inlining may grow a unit or a function
-#: leave some of the Cython decoder's small ``cdef inline`` opcode handlers as
-#: calls inside its hot loop (the module is large); these let it inline them.
-#: Only the decoder: the encoder ran fewer instructions with them but took
-#: more time (docs/design.md, "Build flags", says what they buy and cost).
+#: leave some of the Cython twins' small ``cdef inline`` steps (the decoder's
+#: opcode handlers, the encoder's ``_scalar``, ``_str`` and ``_op``) as calls
+#: inside their hot loops (the modules are large); these let it inline them.
+#: docs/design.md, "Build flags", says what they buy and cost.
 GCC_INLINING_FLAGS = ["--param=inline-unit-growth=200", "--param=large-function-growth=400"]
 INLINED_EXTENSIONS = {"zodb_json_codec._decode_cython", "zodb_json_codec._encode_cython"}
 

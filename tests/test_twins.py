@@ -1385,6 +1385,28 @@ def test_containers_changed_while_encoded(twins, make):
     assert not found, found.report()
 
 
+def _record_emptied_by_its_state(cls: List[str], shape: str) -> dict:
+    """A record whose dict holds the only reference to its state, a value of which clears the record."""
+    record: dict = {"@cls": list(cls)}
+    filler = [f"text {i}" * 3 for i in range(50)]
+    meddler = Meddler("x", record.clear)
+    record["@s"] = ({"a": meddler, "b": filler, "c": {"d": filler}} if shape == "dict"
+                    else [meddler, filler, {"d": filler}] if shape == "list"
+                    else {"@kv": [[meddler, 1], ["z", filler]]})
+    return record
+
+
+def test_a_state_whose_code_empties_its_record(twins):
+    # The state is encoded after its record was emptied by its own value: each encoder must hold the state
+    # itself, and give what the Python twin gives (not read freed memory).
+    found = Differences()
+    for cls in (["m", "C"], ["BTrees.OOBTree", "OOBTree"], ["m\xe9", "C"]):
+        for shape in ("dict", "list", "kv"):
+            outcomes = [observe(twin.encode_zodb_record, _record_emptied_by_its_state(cls, shape)) for twin in twins]
+            found.note(f"{cls} {shape}", *outcomes)
+    assert not found, found.report()
+
+
 WRAP = {"list": lambda v: [v], "dict": lambda v: {"k": v}, "tuple": lambda v: (v,), "@t": lambda v: {"@t": [v]},
         "instance": lambda v: {"@cls": ["m", "C"], "@s": v},
         "@reduce": lambda v: {"@reduce": {"callable": {"@cls": ["m", "f"]}, "args": {"@t": [v]}}}}

@@ -2055,7 +2055,10 @@ def encode_zodb_record(obj):
     cdef PyObject* s
     if (type(obj) is dict and _record_items(<dict>obj, &p, &s) and p != NULL and s != NULL
             and _is_usual_cls(<object>p) and _is_usual_state(<object>s)):
-        return _usual_record(<str>PyList_GET_ITEM(<object>p, 0), <str>PyList_GET_ITEM(<object>p, 1), <object>s)
+        # The names are written before any code runs; the state is held: its own values' code may empty
+        # the record that holds it (test_a_state_whose_code_empties_its_record).
+        state = <object>s
+        return _usual_record(<str>PyList_GET_ITEM(<object>p, 0), <str>PyList_GET_ITEM(<object>p, 1), state)
     return _any_record(obj)
 
 
