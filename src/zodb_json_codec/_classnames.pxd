@@ -19,9 +19,12 @@ cdef enum BTreeBits:
 
 
 cdef inline bint same_bytes(const char* a, const char* b, Py_ssize_t n) noexcept:
-    """a[:n] == b[:n] for a few bytes: with n a constant where this is inlined, compilers compare them a word
-    at a time, without a call (a byte loop here was a tenth of a one-number record's encode)."""
-    return memcmp(a, b, n) == 0
+    """memcmp(a, b, n) == 0 for a few bytes whose number is known only at run time, without a call."""
+    cdef Py_ssize_t i
+    for i in range(n):
+        if a[i] != b[i]:
+            return False
+    return True
 
 
 cdef inline bint ascii_at(str s, Py_ssize_t at, const char* text, Py_ssize_t m) noexcept:
@@ -32,7 +35,9 @@ cdef inline bint ascii_at(str s, Py_ssize_t at, const char* text, Py_ssize_t m) 
     if at < 0 or at + m > PyUnicode_GET_LENGTH(s):
         return False
     if PyUnicode_IS_ASCII(s):  # nearly every name and key: the bytes themselves
-        return same_bytes(<const char*>PyUnicode_DATA(s) + at, text, m)
+        # m is a constant where this is inlined: compilers compare a word at a time, without a call (a byte
+        # loop here was a tenth of a one-number record's encode).
+        return memcmp(<const char*>PyUnicode_DATA(s) + at, text, m) == 0
     kind = PyUnicode_KIND(s)
     data = PyUnicode_DATA(s)
     for i in range(m):
