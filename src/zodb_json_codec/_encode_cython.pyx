@@ -2092,14 +2092,19 @@ cdef bytes _usual_record(str module, str name, object state):
     _init(&w, stack, True)
     try:
         _usual_record_head(&w, module, name)
-        if bt >= 0:
-            _btree_state(&w, state, bt, 0)
-        else:
-            _value(&w, state, 0)
-        _op(&w, STOP)
+        _record_state(&w, state, bt)
         return _result(&w)
     finally:
         _release(&w)
+
+
+cdef inline int _record_state(Writer* w, object state, int bt) except -1:
+    """The state pickle after its PROTO: a BTree's (bt: _btree_class of the record's names) or any value's."""
+    if bt >= 0:
+        _btree_state(w, state, bt, 0)
+    else:
+        _value(w, state, 0)
+    return _op(w, STOP)
 
 
 cdef bytes _any_record(obj):
@@ -2133,11 +2138,7 @@ cdef bytes _any_record(obj):
     _init(&w, stack, True)
     try:
         _record_head(&w, module, name, args)
-        if bt >= 0:
-            _btree_state(&w, state, bt, 0)
-        else:
-            _value(&w, state, 0)
-        _op(&w, STOP)
+        _record_state(&w, state, bt)
         return _result(&w)
     finally:
         _release(&w)
