@@ -94,19 +94,25 @@ typedef struct {
     size_t step;        /* an entry's size */
 } zjc_dict_run;
 
+#ifdef ZJC_DICT_LAYOUT
+/* The run over a combined table of the layout above from pos (>= 0) on. */
+static inline void zjc_dict_run_direct(PyDictObject *mp, Py_ssize_t pos, zjc_dict_run *r) {
+    zjc_dict_keys *keys = (zjc_dict_keys *)mp->ma_keys;
+    const char *entries = keys->dk_indices + ((size_t)1 << keys->dk_log2_index_bytes);
+    size_t key_at = keys->dk_kind != 0 ? offsetof(zjc_text_entry, me_key) : offsetof(zjc_general_entry, me_key);
+    r->step = keys->dk_kind != 0 ? sizeof(zjc_text_entry) : sizeof(zjc_general_entry);
+    r->at = entries + key_at + (size_t)pos * r->step;
+    r->end = entries + key_at + (size_t)(keys->dk_nentries > pos ? keys->dk_nentries : pos) * r->step;
+}
+#endif
+
 static inline void zjc_dict_run_open(PyObject *d, Py_ssize_t pos, zjc_dict_run *r) {
     r->d = d;
     r->at = r->end = NULL;
     r->step = 0;
 #ifdef ZJC_DICT_LAYOUT
-    if (zjc_dict_direct && ((PyDictObject *)d)->ma_values == NULL && pos >= 0) {
-        zjc_dict_keys *keys = (zjc_dict_keys *)((PyDictObject *)d)->ma_keys;
-        const char *entries = keys->dk_indices + ((size_t)1 << keys->dk_log2_index_bytes);
-        size_t key_at = keys->dk_kind != 0 ? offsetof(zjc_text_entry, me_key) : offsetof(zjc_general_entry, me_key);
-        r->step = keys->dk_kind != 0 ? sizeof(zjc_text_entry) : sizeof(zjc_general_entry);
-        r->at = entries + key_at + (size_t)pos * r->step;
-        r->end = entries + key_at + (size_t)(keys->dk_nentries > pos ? keys->dk_nentries : pos) * r->step;
-    }
+    if (zjc_dict_direct && ((PyDictObject *)d)->ma_values == NULL && pos >= 0)
+        zjc_dict_run_direct((PyDictObject *)d, pos, r);
 #else
     (void)pos;  /* PyDict_Next keeps the position */
 #endif
@@ -138,9 +144,8 @@ static int zjc_dict_walks_agree(PyObject *d) {
     zjc_dict_run run;
     if (((PyDictObject *)d)->ma_values != NULL)
         return 1;  /* a split table: zjc_dict_next calls PyDict_Next */
-    zjc_dict_direct = 1;  /* for the run, as it will be read */
-    zjc_dict_run_open(d, 0, &run);
-    zjc_dict_direct = 0;
+    run.d = d;
+    zjc_dict_run_direct((PyDictObject *)d, 0, &run);
     do {
         more_a = zjc_dict_next_direct((PyDictObject *)d, &a, &ka, &va);
         more_b = PyDict_Next(d, &b, &kb, &vb);
