@@ -186,7 +186,8 @@ INSTANCE_STATES = ['{"a": 1}', "null", "1", '"text"', "[1, 2]", "{}", '{"@ref": 
                    '{"\\u0040args": [1], "@state": 2}', '{"a": {"@s": 1, "@cls": ["m", "D"]}}', '{"@kv": [[1, 2]]}',
                    '{"a": "' + "x" * 5000 + '\\n\u00e9"}', '{"a": 1, "a": 2}', '{"k": 1', "[1,]"]
 INSTANCE_CLASSES = ['["m", "C"]', '[ "m.sub" , "Kls" ]', '["BTrees.OOBTree", "OOBucket"]',
-                    '["BTrees.Length", "Length"]', '["copy_reg", "_reconstructor"]', '["copyreg", "_reconstructor"]', '["m", "_reconstructor"]',
+                    '["BTrees.Length", "Length"]', '["copy_reg", "_reconstructor"]',
+                    '["copyreg", "_reconstructor"]', '["m", "_reconstructor"]',
                     '["", "C"]', '["m", ""]', '["m\\u00e9", "C"]', '["\u00e9", "C"]', '["m", "C\\n"]', '["m", 1]',
                     '["m"]', '["m", "C", "D"]', '"m.C"', '["' + "m" * 600 + '", "C"]', '["m", "C"', "null"]
 
