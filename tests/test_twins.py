@@ -618,6 +618,32 @@ def test_records_on_either_side_of_the_usual_path(twins):
     assert not found, found.report()
 
 
+def test_reduce_markers_on_either_side_of_the_usual_path(twins):
+    """The Cython encoder reads a @reduce or @newobj dict of exact str keys that it allows (callable and args
+    among them, args not the {"@args", "@kwargs"} of a NEWOBJ_EX) itself and hands every other one to the
+    Python twin's reduce_parts: each shape one step off, every allowed key alone and together, and bad ones,
+    give what the Python twin gives (output or error)."""
+    cls = {"@cls": ["builtins", "complex"]}
+    usual = {"callable": cls, "args": {"@t": [1, 2]}}
+    extras = [{}, {"state": {"a": 1}}, {"items": [["k", 1]]}, {"appends": [1, 2]}, {"kwargs": {"x": 1}},
+              {"state": None, "items": [], "appends": []}, {"state": 5, "items": [["k", 1]], "appends": [3]},
+              {"other": 1}, {SubStr("state"): 1}, {1: 2}, {"items": 5}, {"appends": "x"}, {"items": [[1]]}]
+    inners: List[Any] = [{**usual, **extra} for extra in extras]
+    inners += [{"callable": cls}, {"args": {"@t": []}}, {}, {"callable": cls, "args": {"a": 1}},
+               {"callable": cls, "args": {"@args": {"@t": [1]}, "@kwargs": {"x": 1}}},
+               {"callable": cls, "args": {"@args": {"@t": [1]}, "@kwargs": {"x": 1}}, "kwargs": {"y": 2}},
+               {SubStr("callable"): cls, "args": {"@t": []}}, {"callable": cls, SubStr("args"): {"@t": []}},
+               {"args": {"@t": []}, "callable": cls}, {"callable": cls, "args": [1]}, {"callable": cls, "args": None},
+               SubDict(usual), OddDict(), ["callable", "args"], None]
+    found = Differences()
+    for inner in inners:
+        for marker in ("@reduce", "@newobj"):
+            for state in ({marker: inner}, {marker: inner, "x": 1}, [{marker: inner}]):
+                record = {"@cls": ["m", "C"], "@s": state}
+                encode_both(twins, "encode_zodb_record", record, found, repr(record))
+    assert not found, found.report()
+
+
 def test_dict_keys_of_every_length_and_kind(twins):
     """The compiled encoder writes a plain ASCII key straight from the str (its short copies end at 3, 7, 8
     and 16 bytes) and sends keys starting with "@" to the escape check: keys of every length up to 40, ASCII
