@@ -618,11 +618,10 @@ def test_records_on_either_side_of_the_usual_path(twins):
     assert not found, found.report()
 
 
-def test_reduce_markers_on_either_side_of_the_usual_path(twins):
-    """The Cython encoder reads a @reduce or @newobj dict of exact str keys that it allows (callable and args
-    among them, args not a two-key dict such as the {"@args", "@kwargs"} of a NEWOBJ_EX) itself and hands
-    every other one to the Python twin's reduce_parts: each shape one step off, every allowed key alone and
-    together, and bad ones, give what the Python twin gives (output or error)."""
+def test_reduce_markers_of_every_shape(twins):
+    """@reduce and @newobj dicts with every allowed key alone and together, each key one step off (another
+    key, a str subclass, not a str, missing), the {"@args", "@kwargs"} of a NEWOBJ_EX, other containers, and
+    markers with a second key or inside a list: both twins give the same output or error."""
     cls = {"@cls": ["builtins", "complex"]}
     usual = {"callable": cls, "args": {"@t": [1, 2]}}
     extras = [{}, {"state": {"a": 1}}, {"items": [["k", 1]]}, {"appends": [1, 2]}, {"kwargs": {"x": 1}},

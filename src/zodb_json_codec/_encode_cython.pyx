@@ -1303,7 +1303,7 @@ cdef int _rare_marker(Writer* w, dict d, int kind, Py_ssize_t depth) except -1:
     if kind == K_PKL:
         return _b64(w, d["@pkl"], "@pkl")  # nested: bytes, as the Rust codec wrote it
     if kind == K_REDUCE or kind == K_NEWOBJ:
-        return _reduce(w, d, kind == K_NEWOBJ, depth)
+        return _reduce(w, d, depth)
     if kind == K_INST:
         return _inst(w, d, depth)
     if kind == K_NS:
@@ -1439,13 +1439,8 @@ cdef int _pairs(Writer* w, object pairs, Py_ssize_t depth, str what) except -1:
     return _op(w, SETITEMS)
 
 
-cdef int _reduce(Writer* w, dict d, bint newobj, Py_ssize_t depth) except -1:
-    inner = _usual_reduce(d, newobj)
-    if inner is not None:
-        args = (<dict>inner)["args"]
-        kwargs = (<dict>inner).get("kwargs")
-    else:
-        inner, newobj, args, kwargs = reduce_parts(d)  # other shapes, and their errors
+cdef int _reduce(Writer* w, dict d, Py_ssize_t depth) except -1:
+    inner, newobj, args, kwargs = reduce_parts(d)
     _value(w, inner["callable"], depth + 1)
     _value(w, args, depth + 1)
     if kwargs is not None:
@@ -1453,70 +1448,10 @@ cdef int _reduce(Writer* w, dict d, bint newobj, Py_ssize_t depth) except -1:
         _op(w, NEWOBJ_EX)
     else:
         _op(w, NEWOBJ if newobj else REDUCE)
-    if type(inner) is dict:
-        _contents(w, (<dict>inner).get("appends"), (<dict>inner).get("items"), depth)
-        has_state = "state" in <dict>inner
-    else:
-        _contents(w, inner.get("appends"), inner.get("items"), depth)
-        has_state = "state" in inner
-    if has_state:
+    _contents(w, inner.get("appends"), inner.get("items"), depth)
+    if "state" in inner:
         _value(w, inner["state"], depth + 1)
         _op(w, BUILD)
-    return 0
-
-
-cdef enum:
-    # _reduce_key's bits: the keys reduce_parts allows in a @reduce or @newobj dict.
-    RK_CALLABLE = 1
-    RK_ARGS = 2
-    RK_KWARGS = 4
-    RK_STATE = 8
-    RK_ITEMS = 16
-    RK_APPENDS = 32
-
-
-cdef object _usual_reduce(dict d, bint newobj):
-    """The dict of a @reduce (newobj: @newobj) marker that reduce_parts would take as it is, else None: only
-    exact str keys that reduce_parts allows, callable and args among them, args not a dict of two keys (as the
-    {"@args", "@kwargs"} of a NEWOBJ_EX is).  Through reduce_parts, a Python call, each such marker cost about
-    5,000 instructions, more than two small records' whole encode (docs/performance.md)."""
-    cdef Py_ssize_t pos = 0
-    cdef PyObject* k
-    cdef PyObject* v
-    cdef int seen = 0, bit
-    inner = d.get("@newobj" if newobj else "@reduce")  # its only key: _marker_kind says so
-    if type(inner) is not dict:
-        return None
-    while zjc_dict_next(<dict>inner, &pos, &k, &v):  # no code runs: the keys are exact strs
-        bit = _reduce_key(k, newobj)
-        if bit == 0:
-            return None
-        seen |= bit
-    if seen & (RK_CALLABLE | RK_ARGS) != (RK_CALLABLE | RK_ARGS):
-        return None
-    args = (<dict>inner)["args"]
-    if type(args) is dict and PyDict_GET_SIZE(args) == 2:
-        return None  # perhaps {"@args", "@kwargs"}: reduce_parts decides
-    return inner
-
-
-cdef int _reduce_key(PyObject* k, bint newobj) noexcept:
-    """The RK_ bit of a key of a @reduce (newobj: @newobj) dict; 0 for a key reduce_parts refuses, or that is not
-    an exact str."""
-    if type(<object>k) is not str:
-        return 0
-    if _is_text(<str>k, b"args", 4):
-        return RK_ARGS
-    if _is_text(<str>k, b"callable", 8):
-        return RK_CALLABLE
-    if _is_text(<str>k, b"state", 5):
-        return RK_STATE
-    if _is_text(<str>k, b"items", 5):
-        return RK_ITEMS
-    if _is_text(<str>k, b"appends", 7):
-        return RK_APPENDS
-    if newobj and _is_text(<str>k, b"kwargs", 6):
-        return RK_KWARGS
     return 0
 
 
