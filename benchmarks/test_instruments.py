@@ -249,6 +249,20 @@ def test_the_new_function_lights_up_when_a_twin_has_it(monkeypatch, capsys):
     assert loadpath.NOT_YET not in table and "(c) python" in table
 
 
+def test_the_load_part_times_a_new_copy_beside_memcpy(monkeypatch, capsys):
+    """The least a function returning new bytes pays (a new copy of each input) is timed beside memcpy, in the
+    MB/s table and in the memcpy target's line (what the two show is measured by the report, not asserted here)."""
+    _add_new_function(monkeypatch)
+    status = report.main(["--only", "large_strings", *QUICK, "--parts", "load"])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    table = out.split("load path: MB/s of state_json")[1].split("\n\n")[0]
+    header, row = table.splitlines()[1], table.splitlines()[-1]
+    assert header.split()[:4] == ["set", "MB", "memcpy", "new"], header
+    assert all(float(cell.replace(",", "")) > 0 for cell in row.split()[2:4]), row
+    assert "(a new bytes copy of each input alone: " in out
+
+
 def test_the_new_function_must_give_the_same_bytes(monkeypatch, capsys):
     _add_new_function(monkeypatch, wrong=True)
     status = report.main(["--only", "large_strings", *QUICK, "--parts", "load"])
