@@ -76,3 +76,37 @@ def test_the_walk_gives_the_items_in_order(walked, name, reopen):
     d = _samples()[name]
     items, _ = walked(d, reopen)
     assert [(id(k), id(v)) for k, v in items] == [(id(k), id(v)) for k, v in d.items()]
+
+
+@pytest.fixture(scope="module")
+def pair_read() -> Callable[[dict], Any]:
+    return load_twin("cython").encode_module._dict_pair_read
+
+
+def _two_item_samples() -> Dict[str, dict]:
+    deleted = {"@cls": 1, "x": 2, "@s": 3}
+    del deleted["x"]
+    refilled = {"a": 1}
+    refilled.clear()
+    refilled.update({"@cls": 1, "@s": 2})
+    class Record:  # noqa: B903 - its __dict__ is a split table
+        def __init__(self) -> None:
+            setattr(self, "@cls", 1)
+            setattr(self, "@s", 2)
+    return {"record": {"@cls": ["m", "C"], "@s": {"a": 1}}, "other order": {"@s": 1, "@cls": 2},
+            "int keys": {1: "a", 2: "b"}, "mixed keys": {"@cls": 1, 2: "b"}, "a deleted entry among three": deleted,
+            "cleared and refilled": refilled, "split table": Record().__dict__,
+            "OrderedDict": collections.OrderedDict([("@cls", 1), ("@s", 2)])}
+
+
+@pytest.mark.parametrize("name", [*_samples(), *_two_item_samples()])
+def test_the_pair_read_gives_two_items_or_leaves_the_dict_to_the_walk(walked, pair_read, name):
+    # zjc_dict_pair (the usual record's "@cls" and "@s" in one look) reads a table of exactly two entries, none
+    # deleted, where the walk reads CPython's entries; everything else goes to the walk, which it must agree with.
+    d = {**_samples(), **_two_item_samples()}[name]
+    pair = pair_read(d)
+    items, direct = walked(d)
+    left_to_the_walk = ("a deleted entry among three", "split table", "an instance's __dict__ (split table)")
+    assert (pair is not None) == (direct and len(d) == 2 and name not in left_to_the_walk), name
+    if pair is not None:
+        assert [(id(k), id(v)) for k, v in pair] == [(id(k), id(v)) for k, v in items]

@@ -235,6 +235,15 @@ class OddStr(str):
         return "not " + str.__str__(self)
 
 
+class UnequalStr(str):
+    """A key equal to no plain str of its text: a lookup of "@cls" or "@s" does not find it."""
+
+    __hash__ = str.__hash__
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is UnequalStr and str.__eq__(self, other)
+
+
 class OddInt(int):
     def __int__(self) -> int:
         return 7
@@ -615,6 +624,16 @@ def test_records_on_either_side_of_the_usual_path(twins):
         for state in states:
             for record in ({"@cls": cls, "@s": state}, {"@s": state, "@cls": cls}, {"@cls": cls}):
                 encode_both(twins, "encode_zodb_record", record, found, repr(record))
+    # The record dict itself, one step off the two keys the usual path reads in one look (zjc_dict_pair).
+    deleted = {"@cls": ["m", "C"], "x": 1, "@s": {"a": 1}}
+    del deleted["x"]
+    records = [deleted, {SubStr("@cls"): ["m", "C"], "@s": 5}, {"@cls": ["m", "C"], SubStr("@s"): 5},
+               {"@cls": ["m", "C"], "@t": 5}, {"@clsx": ["m", "C"], "@s": 5}, {"@cls": ["m", "C"], 1: 5},
+               {"@cls": ["m", "C"], "@s": 5, "x": 1}, SubDict({"@cls": ["m", "C"], "@s": 5}),
+               {"@cl\xe9": ["m", "C"], "@s": 5}, {"@cls": ["m", "C"], "@\u0161": 5},
+               {UnequalStr("@cls"): ["m", "C"], "@s": 5}, {"@cls": ["m", "C"], UnequalStr("@s"): 5}]
+    for record in records:
+        encode_both(twins, "encode_zodb_record", record, found, repr(record))
     assert not found, found.report()
 
 

@@ -135,6 +135,34 @@ static inline int zjc_dict_run_next(zjc_dict_run *r, Py_ssize_t *pos, PyObject *
     return 0;
 }
 
+/* The two items of d (borrowed references), in order, when the walk reads CPython's entries and d's table
+   holds exactly two, none deleted (a record as json.loads or a dict display makes it): 1; else 0, and the
+   caller walks d.  One look instead of a walk's three steps: about a fifth of a one-number record's encode. */
+static inline int zjc_dict_pair(PyObject *d, PyObject **k0, PyObject **v0, PyObject **k1, PyObject **v1) {
+#ifdef ZJC_DICT_LAYOUT
+    PyDictObject *mp = (PyDictObject *)d;
+    zjc_dict_keys *keys;
+    const char *entries;
+    if (!zjc_dict_direct || mp->ma_values != NULL || mp->ma_used != 2)
+        return 0;
+    keys = (zjc_dict_keys *)mp->ma_keys;
+    if (keys->dk_nentries != 2)
+        return 0;  /* a deleted entry among them */
+    entries = keys->dk_indices + ((size_t)1 << keys->dk_log2_index_bytes);
+    if (keys->dk_kind != 0) {
+        const zjc_text_entry *e = (const zjc_text_entry *)entries;
+        *k0 = e[0].me_key; *v0 = e[0].me_value; *k1 = e[1].me_key; *v1 = e[1].me_value;
+    } else {
+        const zjc_general_entry *e = (const zjc_general_entry *)entries;
+        *k0 = e[0].me_key; *v0 = e[0].me_value; *k1 = e[1].me_key; *v1 = e[1].me_value;
+    }
+    return 1;
+#else
+    (void)d; (void)k0; (void)v0; (void)k1; (void)v1;
+    return 0;
+#endif
+}
+
 #ifdef ZJC_DICT_LAYOUT
 /* Do both walks of d give the same items? */
 static int zjc_dict_walks_agree(PyObject *d) {

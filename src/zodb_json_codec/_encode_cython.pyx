@@ -316,6 +316,7 @@ cdef extern from "_dictnext.h":
         pass
     void zjc_dict_run_open(object d, Py_ssize_t pos, zjc_dict_run* run) noexcept
     bint zjc_dict_run_next(zjc_dict_run* run, Py_ssize_t* pos, PyObject** key, PyObject** value) noexcept
+    bint zjc_dict_pair(object d, PyObject** k0, PyObject** v0, PyObject** k1, PyObject** v1) noexcept
 
 zjc_dict_next_init()
 
@@ -1933,6 +1934,20 @@ def _dict_items_walked(d, Py_ssize_t reopen=0):
     return items, zjc_dict_direct != 0
 
 
+def _dict_pair_read(d):
+    """[(key, value), (key, value)] as zjc_dict_pair reads d, or None where it leaves d to the walk: for the
+    tests (tests/test_dict_walk.py)."""
+    cdef PyObject* k0 = NULL
+    cdef PyObject* v0 = NULL
+    cdef PyObject* k1 = NULL
+    cdef PyObject* v1 = NULL
+    if not isinstance(d, dict):
+        raise TypeError("a dict")
+    if not zjc_dict_pair(d, &k0, &v0, &k1, &v1):
+        return None
+    return [(<object>k0, <object>v0), (<object>k1, <object>v1)]
+
+
 # ---------------------------------------------------------------------------
 # Public functions
 # ---------------------------------------------------------------------------
@@ -1978,6 +1993,13 @@ cdef bint _record_items(dict d, PyObject** cls, PyObject** state) noexcept:
     cdef Py_ssize_t pos = 0
     cdef PyObject* k
     cdef PyObject* v
+    cdef PyObject* k1
+    cdef PyObject* v1
+    if (zjc_dict_pair(d, &k, &v, &k1, &v1) and type(<object>k) is str and type(<object>k1) is str
+            and _is_text(<str>k, b"@cls", 4) and _is_text(<str>k1, b"@s", 2)):
+        cls[0] = v  # the usual record: "@cls" first, then "@s"
+        state[0] = v1
+        return True
     cls[0] = NULL
     state[0] = NULL
     if PyDict_GET_SIZE(d) <= 4:
