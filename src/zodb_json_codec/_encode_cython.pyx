@@ -998,8 +998,14 @@ cdef int _one_key_kind(PyObject* k, PyObject* v, bint btree) noexcept:
 
 cdef inline bint _at_str(PyObject* k) noexcept:
     """``type(k) is str and k[:1] == "@"``."""
-    return (type(<object>k) is str and PyUnicode_GET_LENGTH(<object>k) > 0
-            and PyUnicode_READ_CHAR(<object>k, 0) == 64)
+    cdef Py_ssize_t n
+    cdef const unsigned char* chars
+    if type(<object>k) is not str:
+        return False
+    chars = zjc_ascii_chars(k, &n)
+    if chars != NULL:  # nearly every key: its first byte, without PyUnicode_READ_CHAR's questions of kind
+        return n > 0 and chars[0] == 64
+    return PyUnicode_GET_LENGTH(<object>k) > 0 and PyUnicode_READ_CHAR(<object>k, 0) == 64
 
 
 cdef inline bint _is_cls_value(object v) noexcept:
