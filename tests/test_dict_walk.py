@@ -89,7 +89,7 @@ def _two_item_samples() -> Dict[str, dict]:
     refilled = {"a": 1}
     refilled.clear()
     refilled.update({"@cls": 1, "@s": 2})
-    class Record:  # noqa: B903 - its __dict__ is a split table
+    class Record:  # an instance's __dict__: a split table
         def __init__(self) -> None:
             setattr(self, "@cls", 1)
             setattr(self, "@s", 2)

@@ -243,6 +243,9 @@ class UnequalStr(str):
     def __eq__(self, other: object) -> bool:
         return type(other) is UnequalStr and str.__eq__(self, other)
 
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
 
 class OddInt(int):
     def __int__(self) -> int:
