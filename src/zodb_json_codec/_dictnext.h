@@ -39,6 +39,11 @@ typedef struct {
 
 typedef struct { Py_hash_t me_hash; PyObject *me_key; PyObject *me_value; } zjc_general_entry;
 typedef struct { PyObject *me_key; PyObject *me_value; } zjc_text_entry;
+
+/* Where a table's entries start: after its 1 << dk_log2_index_bytes bytes of indices. */
+static inline const char *zjc_dict_entries(const zjc_dict_keys *keys) {
+    return keys->dk_indices + ((size_t)1 << keys->dk_log2_index_bytes);
+}
 #endif
 
 /* 1 once zjc_dict_next_init found the layout above to be this CPython's. */
@@ -49,7 +54,7 @@ static int zjc_dict_direct = 0;
 static inline int zjc_dict_next_direct(PyDictObject *mp, Py_ssize_t *pos, PyObject **key, PyObject **value) {
     zjc_dict_keys *keys = (zjc_dict_keys *)mp->ma_keys;
     Py_ssize_t i = *pos, n = keys->dk_nentries;
-    const char *entries = keys->dk_indices + ((size_t)1 << keys->dk_log2_index_bytes);
+    const char *entries = zjc_dict_entries(keys);
     if (i < 0)
         return 0;
     if (keys->dk_kind != 0) {
@@ -98,7 +103,7 @@ typedef struct {
 /* The run over a combined table of the layout above from pos (>= 0) on. */
 static inline void zjc_dict_run_direct(PyDictObject *mp, Py_ssize_t pos, zjc_dict_run *r) {
     zjc_dict_keys *keys = (zjc_dict_keys *)mp->ma_keys;
-    const char *entries = keys->dk_indices + ((size_t)1 << keys->dk_log2_index_bytes);
+    const char *entries = zjc_dict_entries(keys);
     size_t key_at = keys->dk_kind != 0 ? offsetof(zjc_text_entry, me_key) : offsetof(zjc_general_entry, me_key);
     r->step = keys->dk_kind != 0 ? sizeof(zjc_text_entry) : sizeof(zjc_general_entry);
     r->at = entries + key_at + (size_t)pos * r->step;
@@ -148,7 +153,7 @@ static inline int zjc_dict_pair(PyObject *d, PyObject **k0, PyObject **v0, PyObj
     keys = (zjc_dict_keys *)mp->ma_keys;
     if (keys->dk_nentries != 2)
         return 0;  /* a deleted entry among them */
-    entries = keys->dk_indices + ((size_t)1 << keys->dk_log2_index_bytes);
+    entries = zjc_dict_entries(keys);
     if (keys->dk_kind != 0) {
         const zjc_text_entry *e = (const zjc_text_entry *)entries;
         *k0 = e[0].me_key; *v0 = e[0].me_value; *k1 = e[1].me_key; *v1 = e[1].me_value;
