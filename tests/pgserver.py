@@ -109,8 +109,11 @@ class PgServer:
         cmd = [str(self.bindir / args[0]), *args[1:]]
         if as_server and self.as_user:
             cmd = ["runuser", "-u", self.as_user, "--", *cmd]
+        # Not under the sanitizer runtime the sanitizer suite preloads (scripts/asan-tests): PostgreSQL is
+        # not what it checks, and does not start with it.
+        env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=self.root)
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=self.root, env=env)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise PgServerError(f"{args[0]} failed: {exc}{self._log_tail()}") from None
         if proc.returncode:

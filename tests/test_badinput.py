@@ -61,7 +61,7 @@ def single(body: bytes) -> bytes:
 # ---------------------------------------------------------------------------
 
 _PRELUDE = f"""
-import gc, json, reprlib, sys, time
+import gc, json, os, reprlib, sys, time
 try:
     import tracemalloc
 except ImportError:  # PyPy has no tracemalloc: peak() measures the process's memory instead
@@ -71,8 +71,10 @@ try:
 except ImportError:  # not on Windows
     resource = None
 sys.path.insert(0, {str(TESTS)!r})
-if resource is not None:
-    # A runaway allocation becomes a MemoryError here, not the OOM killer's business.
+if resource is not None and "libasan" not in os.environ.get("LD_PRELOAD", ""):
+    # A runaway allocation becomes a MemoryError here, not the OOM killer's business.  (Under
+    # AddressSanitizer, whose shadow memory needs more address space than that, scripts/asan-tests sets
+    # ASan's malloc_limit_mb to the same 3 GiB instead.)
     _soft, _hard = resource.getrlimit(resource.RLIMIT_AS)
     resource.setrlimit(resource.RLIMIT_AS, (min(3 << 30, _hard) if _hard > 0 else 3 << 30, _hard))
 from zodb_json_codec import _impl

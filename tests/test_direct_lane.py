@@ -33,10 +33,11 @@ from helpers import Ref, record, ref_pid
 from zodbapp import AttrDict, Keyed, Plain
 from strictcompare import outcome
 from twinloader import load_twin
+from zodb_json_codec._common import C_WALK_DEPTH
 
 INT64 = (-(2 ** 63), 2 ** 63 - 1)
 ZODB_CLASS = b"\x80\x03cmyapp.content\nDocument\nq\x00."  # ZODB's class pickle: GLOBAL
-MAX_LANE_DEPTH = 100  # _pickletext_cython's
+MAX_LANE_DEPTH = C_WALK_DEPTH  # _pickletext_cython's
 
 
 @pytest.fixture(scope="module")

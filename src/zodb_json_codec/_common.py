@@ -15,6 +15,13 @@ from typing import Any, Optional
 #: Values nested deeper than this are a ValueError in every direction.
 MAX_DEPTH = 1000
 
+#: The compiled twin's walks recurse in C at most this many levels deep: a
+#: value nested deeper is handed to the Python twin's walk, which keeps its
+#: stack on the heap, so that every function works in a thread of 128 KiB
+#: (musl's default) at any depth up to MAX_DEPTH, with room to spare for the
+#: caller's own frames (docs/design.md, "A bounded C stack").
+C_WALK_DEPTH = 64
+
 #: json.loads and json.dumps recurse once per level of nesting, counted
 #: against the interpreter's limit (from 3.12 a C stack limit of about 1500
 #: levels; before, Python's recursion limit of 1000, which the caller's frames

@@ -72,7 +72,12 @@ cdef inline bint offset_field(int64_t x) noexcept nogil:
 cdef inline int offset_text(char* out, int64_t days, int64_t seconds, int64_t microseconds) noexcept nogil:
     """"+HH:MM[:SS[.ffffff]]" of timezone(timedelta(days, seconds, microseconds)), fields offset_field;
     -1 when it is not a valid datetime.timezone (24 hours or more)."""
-    cdef int64_t total = (days * 86400 + seconds) * 1000000 + microseconds
+    cdef int64_t total
+    if days < -100000 or days > 100000:
+        # 24 hours or more whatever the other fields (each under 10**9): and days * 86400 * 10**6 would
+        # overflow 64 bits from about 106,751 days on.
+        return -1
+    total = (days * 86400 + seconds) * 1000000 + microseconds
     cdef int64_t a = -total if total < 0 else total
     cdef int64_t secs = a // 1000000, us = a % 1000000
     cdef int64_t hours = secs // 3600, rest = secs % 3600

@@ -39,6 +39,91 @@ DEEP_CONTAINERS = (MAX_DEPTH - 4) // 3
 SHALLOW_CONTAINERS = (STDLIB_JSON_DEPTH - 10) // 4
 
 
+# The expansion budget (docs/format.md, "Expansion budget").  A value the memo
+# gives again (GET, DUP) stands once more wherever it is put: a few bytes can
+# stand for a tree too big to write or walk (each of k levels holding the one
+# below twice is 2**k values).  Each value fetched adds its weight as it is when
+# fetched; a pickle whose fetched values weigh more than its budget is refused
+# at the fetch that goes past it.  A fetched container that is changed later
+# (the decoders note it: ``cyclic``) may have grown since, so such a value is
+# weighed once more at the end: what sharing adds to it as a tree, within the
+# same budget.
+EXPANSION_FLOOR = 1 << 20
+EXPANSION_PER_BYTE = 64
+
+
+def expansion_budget(size: int) -> int:
+    """The weight values fetched from the memo may add to the value of size bytes of pickle."""
+    return EXPANSION_FLOOR + EXPANSION_PER_BYTE * size
+
+
+def weight(value: Any, limit: int) -> int:
+    """value's weight as a tree: 1 a value, plus a string's length; a shared part counted each time it
+    is reached.  Past limit the walk stops: any number above limit.  An explicit stack: any depth."""
+    if type(value) is str:
+        return 1 + len(value)
+    if type(value) is not list and type(value) is not dict:
+        return 1
+    total = 0
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        total += 1
+        for x in (node if type(node) is list else _keys_and_values(node)):
+            if type(x) is str:
+                total += 1 + len(x)
+            elif type(x) is list or type(x) is dict:
+                stack.append(x)
+            else:
+                total += 1
+        if total > limit:
+            return total
+    return total
+
+
+def _keys_and_values(d: dict) -> Any:
+    for k, v in d.items():
+        yield k
+        yield v
+
+
+def expansion_error(budget: int, start: int) -> CodecError:
+    return CodecError(f"invalid pickle data: values repeated from the memo weigh more than the pickle's "
+                      f"expansion budget ({budget}) at offset {start}")
+
+
+def _added_by_sharing(root: Any) -> int:
+    """What shared containers add to root's weight as a tree: its tree weight less its weight with each
+    container counted once.  Each container is weighed once (its tree weight kept by id), so the work is
+    that of the graph, not of the tree.  No cycles (finish looked for them first)."""
+    if type(root) is not list and type(root) is not dict:
+        return 0
+    tree: dict = {}  # id -> tree weight of a container weighed
+    once = 0         # the weight with each container counted once
+    stack: list = [(root, iter(root if type(root) is list else _keys_and_values(root)), 1)]
+    while stack:
+        node, parts, total = stack.pop()
+        for x in parts:
+            if type(x) is list or type(x) is dict:
+                done = tree.get(id(x))
+                if done is None:
+                    stack.append((node, parts, total))
+                    stack.append((x, iter(x if type(x) is list else _keys_and_values(x)), 1))
+                    break
+                total += done
+            else:
+                leaf = 1 + len(x) if type(x) is str else 1
+                total += leaf
+                once += leaf
+        else:
+            once += 1
+            tree[id(node)] = total
+            if stack:
+                parent, parts, parent_total = stack.pop()
+                stack.append((parent, parts, parent_total + total))
+    return tree[id(root)] - once
+
+
 class Unrepresentable(Exception):
     """The record is valid but JSON cannot carry it: fall back to @pkl."""
 
@@ -126,28 +211,40 @@ def generic_call(obj: Obj, marker: str) -> dict:
     return {marker: inner}
 
 
-def finish(value: Any, unrepresentable: bool, cyclic: bool, maybe_deep: bool, flags: int, start: int) -> Any:
+def finish(value: Any, unrepresentable: bool, cyclic: bool, maybe_deep: bool, flags: int, start: int,
+           budget: int) -> Any:
     """Check the value tree of the pickle at ``start``; raise Unrepresentable when JSON cannot carry it.
 
     ``maybe_deep``: the pickle ran more than DEEP_CONTAINERS container
     opcodes, enough to be more than MAX_DEPTH deep (a generous count only
-    costs time).  ``cyclic``: a shared value was mutated.
+    costs time).  ``cyclic``: a shared value was mutated.  ``budget``: its
+    expansion budget.
     """
     if unrepresentable:
         raise Unrepresentable()
     try:
         if cyclic and _has_cycle(value):
             raise Unrepresentable()
+    except CodecError as exc:
+        raise _depth_error(exc, start) from None
+    if cyclic and _added_by_sharing(value) > budget:  # before the depth walk, which walks the tree
+        raise expansion_error(budget, start)
+    try:
         if maybe_deep or cyclic:
             _check_depth(value)
     except CodecError as exc:
-        raise CodecError(f"{exc} (more than {MAX_DEPTH} levels) in the pickle at offset {start}") from None
+        raise _depth_error(exc, start) from None
     if flags & F_ESCAPED_KEY:
         value = _escape_keys(value)
     return value
 
 
-def object_record_state(first: Any, state: Any, unrepresentable: bool, cyclic: bool, flags: int) -> dict:
+def _depth_error(exc: CodecError, start: int) -> CodecError:
+    return CodecError(f"{exc} (more than {MAX_DEPTH} levels) in the pickle at offset {start}")
+
+
+def object_record_state(first: Any, state: Any, unrepresentable: bool, cyclic: bool, flags: int,
+                        budget: int) -> dict:
     """The state of an object record (docs/format.md, "Class metadata"): ``{"@obj": first, "@state": state}``.
 
     The first pickle is not class metadata (an instance, a reference to a
@@ -157,7 +254,7 @@ def object_record_state(first: Any, state: Any, unrepresentable: bool, cyclic: b
     name offset 0.  ``unrepresentable``/``cyclic`` are what the walk over the
     first pickle found (or more).
     """
-    first = finish(first, unrepresentable, cyclic, True, flags, 0)
+    first = finish(first, unrepresentable, cyclic, True, flags, 0, budget)
     return {"@obj": first, "@state": state}
 
 

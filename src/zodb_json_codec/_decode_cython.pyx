@@ -20,6 +20,8 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_GetItem, PyDict_Next, PyDict_SetItem
 from cpython.list cimport PyList_Append, PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.long cimport PyLong_FromLongLong
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from cpython.pyport cimport PY_SSIZE_T_MAX
 from cpython.exc cimport PyErr_Clear, PyErr_ExceptionMatches
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF
@@ -32,11 +34,12 @@ from ._datetext cimport date_state_text, datetime_state_text, offset_text
 from ._opcodes cimport *
 
 from . import _decode_known, _known
-from ._common import MAX_DEPTH, CodecError, b64encode, bytes_argument
+from ._common import C_WALK_DEPTH, CodecError, b64encode, bytes_argument
 from ._known import marker_kind
 from . import _decode_common
 from ._decode_common import (
-    Unrepresentable, check_class_names_at_offset_0, finish, float_line, generic_call, global_lines, in_state,
+    EXPANSION_FLOOR, EXPANSION_PER_BYTE, Unrepresentable, check_class_names_at_offset_0, expansion_error, finish,
+    float_line, generic_call, global_lines, in_state,
     instance_content, int_line, int_value, line_utf8, long_line, memo_index, object_record_state, persid_line,
     persistent_ref, string_line, text_line, unicode_line,
 )
@@ -75,7 +78,8 @@ if (F_NUL, F_SURROGATE, F_FLOAT, F_EXP_FLOAT, F_ESCAPED_KEY, K_REDUCE, K_NEWOBJ)
         _decode_known.NEWOBJ):
     raise ImportError("zodb_json_codec._decode_cython was built against other decoder flags")
 
-cdef Py_ssize_t C_MAX_DEPTH = MAX_DEPTH
+# The compiled walks recurse at most this deep; a deeper value goes to the Python twin's walk.
+cdef Py_ssize_t C_WALK = C_WALK_DEPTH
 # _decode_common.DEEP_CONTAINERS less one: references read at once (_fused_ref) are not counted as containers;
 # each is a leaf of at most two levels ({"@ref": [oid, class]}), and one container's three allow for it.
 cdef Py_ssize_t C_DEEP_CONTAINERS = _decode_common.DEEP_CONTAINERS - 1
@@ -104,6 +108,8 @@ cdef class _Context:
     cdef public bint unrepresentable
     cdef public bint uncallable  # REDUCE/NEWOBJ of a value no unpickler could call
     cdef public Py_ssize_t containers  # container opcodes run: bounds the nesting depth
+    cdef Py_ssize_t fetched      # the weight of the values fetched from the memo / DUP...
+    cdef Py_ssize_t budget       # ...and what it may be (_decode_common.expansion_budget)
     cdef Py_ssize_t stop         # offset after the STOP that ended the last walk
     cdef bytes data              # the pickle bytes being walked
     cdef bint text_spans         # leave long strings in the pickle as TextSpans (JSON text only)
@@ -127,13 +133,25 @@ cdef class _Context:
     cdef list pending_pids
 
 
-cdef _Context _new_context(bint compact):
-    """A context; the dicts that most records never need are made on first use."""
+cdef _Context _new_context(bint compact, Py_ssize_t size):
+    """A context for a pickle of size bytes; the dicts that most records never need are made on first use."""
     cdef _Context ctx = _Context.__new__(_Context)
     ctx.compact = compact
+    ctx.budget = _budget(size)
     ctx.memo = []
     ctx.refs = []
     return ctx
+
+
+cdef Py_ssize_t _EXPANSION_FLOOR = EXPANSION_FLOOR
+cdef Py_ssize_t _EXPANSION_PER_BYTE = EXPANSION_PER_BYTE
+
+
+cdef inline Py_ssize_t _budget(Py_ssize_t size) noexcept:
+    """_decode_common.expansion_budget(size), at most PY_SSIZE_T_MAX (which no weight reaches)."""
+    if size > (PY_SSIZE_T_MAX - _EXPANSION_FLOOR) // _EXPANSION_PER_BYTE:
+        return PY_SSIZE_T_MAX
+    return _EXPANSION_FLOOR + _EXPANSION_PER_BYTE * size
 
 
 cdef object _err(str msg, Py_ssize_t pos):
@@ -526,8 +544,12 @@ cdef object _flat(list flat, bint is_map):
         return None  # not a bucket ZODB writes: keep every item in the generic form
     cdef bint atoms = True
     pairs = []
-    for i in range(0, n, 2):
-        pair = [<object>PyList_GET_ITEM(flat, i), <object>PyList_GET_ITEM(flat, i + 1)]
+    i = 0
+    while i + 1 < PyList_GET_SIZE(flat):  # read again: making the lists may run code (see _top)
+        key = <object>PyList_GET_ITEM(flat, i)
+        value = <object>PyList_GET_ITEM(flat, i + 1)
+        i += 2
+        pair = [key, value]
         if _no_container(pair):
             _untracked(pair)
         else:
@@ -744,11 +766,6 @@ cdef inline void _note_mutation(_Context ctx, object target):
         ctx.cyclic = True
 
 
-cdef inline void _note_shared(_Context ctx, object value) except *:
-    if type(value) is list or type(value) is dict:
-        _share(ctx, value)
-
-
 cdef int _share(_Context ctx, object value) except -1:
     if ctx.shared is None:
         ctx.shared = {}
@@ -771,6 +788,9 @@ cdef inline bint _maybe_marker(dict d):
 # Dicts: plain while every key is a str and the dict cannot be taken for a marker
 # ---------------------------------------------------------------------------
 
+# The loops below that make lists (pairs) index items with bounds checks: an allocation may run code
+# that changes the list (see _top); an index past its end is an IndexError, which _load reports.
+@cython.boundscheck(True)
 cdef int _set_items(_Context ctx, object target, list items, Py_ssize_t pos, str opname) except -1:
     cdef Py_ssize_t n = len(items), i
     cdef dict d
@@ -811,6 +831,7 @@ cdef int _set_items(_Context ctx, object target, list items, Py_ssize_t pos, str
     return 0
 
 
+@cython.boundscheck(True)
 cdef void _to_dform(_Context ctx, dict target, list items, Py_ssize_t start) except *:
     cdef list pairs = [[k, v] for k, v in target.items()]
     cdef Py_ssize_t i
@@ -840,6 +861,7 @@ cdef bint _keeps_spans(_Context ctx, object target, object first_new_key):
     return type(first) is str and not _at_text(<PyObject*>first)
 
 
+@cython.boundscheck(True)
 cdef int _real_items(_Context ctx, object target, list items) except -1:
     """SETITEMS' key, value list: keys always str, values too unless target keeps spans."""
     cdef Py_ssize_t n = len(items), i
@@ -1022,7 +1044,8 @@ cdef bint _fused_ref(_Context ctx, const unsigned char* p, Py_ssize_t pos) excep
     never do): two containers fewer per reference, which the memo held until the end, and which the
     collector's young-generation trigger counted (docs/design.md, "Containers the collector skips")."""
     cdef list stack = ctx.stack
-    cdef Py_ssize_t size = PyList_GET_SIZE(stack), idx
+    cdef Py_ssize_t size = PyList_GET_SIZE(stack)
+    cdef uint64_t idx
     cdef unsigned char raw[8]
     if size < 2:
         return False
@@ -1036,7 +1059,7 @@ cdef bint _fused_ref(_Context ctx, const unsigned char* p, Py_ssize_t pos) excep
     # Not counted in ctx.containers: C_DEEP_CONTAINERS allows for it.
     ctx.refs.append(_oid_int(raw))
     if p[pos] != BINPERSID:
-        idx = p[pos + 1] if p[pos] == BINPUT else <Py_ssize_t>_le(p + pos + 1, 4)
+        idx = p[pos + 1] if p[pos] == BINPUT else _le(p + pos + 1, 4)
         if ctx.pending_pids is None:
             ctx.pending_pids = []
         PyList_Append(ctx.pending_pids, idx)
@@ -1048,12 +1071,14 @@ cdef bint _fused_ref(_Context ctx, const unsigned char* p, Py_ssize_t pos) excep
     return True
 
 
-cdef object _lazy_pid_entry(_Context ctx, Py_ssize_t idx):
+cdef object _lazy_pid_entry(_Context ctx, uint64_t idx):
     """The {"@t": [oid, class]} a fused reference's BINPUT put at idx, made now: the last one put there."""
     cdef list pending = ctx.pending_pids
     cdef Py_ssize_t i = PyList_GET_SIZE(pending) - 3
-    while pending[i] != idx:
+    while i >= 0 and pending[i] != idx:  # a _LAZY_PID entry is only ever put with its pending triple
         i -= 3
+    if i < 0:
+        raise CodecError("pickle memo changed under the decoder")
     value = {"@t": [pending[i + 1], pending[i + 2]]}
     _memo_replace(ctx, idx, value)
     return value
@@ -1065,7 +1090,9 @@ cdef object _lazy_pid_entry(_Context ctx, Py_ssize_t idx):
 
 cdef Py_ssize_t _line_end(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end) except -1:
     """Offset of the newline ending the line at pos."""
-    cdef const void* nl = memchr(p + pos, 10, end - pos) if end > pos else NULL
+    cdef const void* nl = NULL
+    if end > pos:  # (no conditional expression: its temporary would be a void*, which a const memchr refuses)
+        nl = memchr(p + pos, 10, end - pos)
     if nl == NULL:
         raise _eof(end)
     return <const unsigned char*>nl - p
@@ -1076,22 +1103,25 @@ cdef object _LAZY_CLASS = object()  # the class pickle's class marker, made on f
 cdef object _LAZY_PID = object()  # a fused reference's pid tuple, made on first GET (_fused_ref)
 
 
-cdef int _memo_put(_Context ctx, Py_ssize_t idx, object value) except -1:
-    """memo[idx] = value; a list while indices are dense, a dict for far ones (no memory bomb)."""
+cdef int _memo_put(_Context ctx, uint64_t idx, object value) except -1:
+    """memo[idx] = value; a list while indices are dense, a dict for far ones (no memory bomb).  An index
+    below the list's length lives in the list only: growing the list moves the far entries it reaches in."""
     cdef list memo = ctx.memo
     cdef Py_ssize_t n = PyList_GET_SIZE(memo), i
-    if idx < n:
-        if <object>PyList_GET_ITEM(memo, idx) is _MISSING:
+    if idx < <uint64_t>n:
+        if <object>PyList_GET_ITEM(memo, <Py_ssize_t>idx) is _MISSING:
             ctx.memo_count += 1
-        memo[idx] = value
+        memo[<Py_ssize_t>idx] = value
         return 0
-    if idx <= 2 * n + 256:
-        for i in range(n, idx):
-            PyList_Append(memo, _MISSING)
-        PyList_Append(memo, value)
-        ctx.memo_count += 1
-        return 0
-    return _memo_put_far(ctx, idx, value)
+    if idx > <uint64_t>(2 * n + 256):
+        return _memo_put_far(ctx, idx, value)
+    for i in range(n, <Py_ssize_t>idx):
+        PyList_Append(memo, _MISSING if not ctx.memo_far else ctx.memo_far.pop(i, _MISSING))
+    if ctx.memo_far and ctx.memo_far.pop(idx, _MISSING) is not _MISSING:
+        ctx.memo_count -= 1  # put again: counted once
+    PyList_Append(memo, value)
+    ctx.memo_count += 1
+    return 0
 
 
 cdef int _memo_put_far(_Context ctx, object idx, object value) except -1:
@@ -1106,18 +1136,18 @@ cdef int _memo_put_far(_Context ctx, object idx, object value) except -1:
 cdef int _memo_put_any(_Context ctx, object idx, object value) except -1:
     """PUT's index, which the text may make any size."""
     if idx < _MEMO_FAR:
-        return _memo_put(ctx, <Py_ssize_t>idx, value)
+        return _memo_put(ctx, <uint64_t>idx, value)
     return _memo_put_far(ctx, idx, value)
 
 
 cdef object _MEMO_FAR = 1 << 40
 
 
-cdef object _memo_get(_Context ctx, Py_ssize_t idx, Py_ssize_t start):
+cdef object _memo_get(_Context ctx, uint64_t idx, Py_ssize_t start):
     cdef list memo = ctx.memo
     cdef PyObject* found = NULL
-    if idx < PyList_GET_SIZE(memo):
-        found = PyList_GET_ITEM(memo, idx)
+    if idx < <uint64_t>PyList_GET_SIZE(memo):
+        found = PyList_GET_ITEM(memo, <Py_ssize_t>idx)
         if <object>found is _MISSING:
             found = NULL
     elif ctx.memo_far:
@@ -1125,16 +1155,17 @@ cdef object _memo_get(_Context ctx, Py_ssize_t idx, Py_ssize_t start):
     if found == NULL:
         raise _err(f"invalid pickle data: memo index {idx} not found", start)
     if <object>found is _LAZY_CLASS:
-        return _fetched(ctx, _lazy_class_entry(ctx, idx))
+        return _fetched(ctx, _lazy_class_entry(ctx, idx), start)
     if <object>found is _LAZY_PID:
-        return _fetched(ctx, _lazy_pid_entry(ctx, idx))
-    return _fetched(ctx, <object>found)
+        return _fetched(ctx, _lazy_pid_entry(ctx, idx), start)
+    value = <object>found  # held: _fetched may allocate (see _top)
+    return _fetched(ctx, value, start)
 
 
-cdef int _memo_replace(_Context ctx, Py_ssize_t idx, object value) except -1:
+cdef int _memo_replace(_Context ctx, uint64_t idx, object value) except -1:
     """memo[idx] = value where memo[idx] is already set (in the list or among the far ones)."""
-    if idx < PyList_GET_SIZE(ctx.memo):
-        ctx.memo[idx] = value
+    if idx < <uint64_t>PyList_GET_SIZE(ctx.memo):
+        ctx.memo[<Py_ssize_t>idx] = value
     else:
         ctx.memo_far[idx] = value
     return 0
@@ -1143,30 +1174,115 @@ cdef int _memo_replace(_Context ctx, Py_ssize_t idx, object value) except -1:
 cdef object _memo_get_any(_Context ctx, object idx, Py_ssize_t start):
     """GET's index, which the text may make any size."""
     if idx < _MEMO_FAR:
-        return _memo_get(ctx, <Py_ssize_t>idx, start)
+        return _memo_get(ctx, <uint64_t>idx, start)
     cdef PyObject* found = PyDict_GetItem(ctx.memo_far, idx) if ctx.memo_far else NULL
     if found == NULL:
         raise _err(f"invalid pickle data: memo index {idx} not found", start)
-    return _fetched(ctx, <object>found)
+    value = <object>found
+    return _fetched(ctx, value, start)
 
 
-cdef object _lazy_class_entry(_Context ctx, Py_ssize_t idx):
+cdef object _lazy_class_entry(_Context ctx, uint64_t idx):
     """The marker the class pickle's GLOBAL (or TUPLE2 of two names) would have memoized, made now."""
     if ctx.lazy_class == _LAZY_GLOBAL:
         value = _untracked({"@cls": _untracked([ctx.module, ctx.name])})
     else:
         value = _untracked({"@t": _untracked([ctx.module, ctx.name])})
-    ctx.memo[idx] = value
+    ctx.memo[<Py_ssize_t>idx] = value  # 0 or 2: in the list, which the class pickle's entries began
     return value
 
 
-cdef inline object _fetched(_Context ctx, object v):
-    """A value fetched from the memo: note it if it could be mutated later (a cycle)."""
-    if type(v) is list or (type(v) is dict and not _is_one_key(v, "@cls")):
-        # A class marker cannot be mutated: SETITEMS on it is an error and
-        # BUILD wraps it in a new @inst.
-        _share(ctx, v)
+cdef inline object _fetched(_Context ctx, object v, Py_ssize_t start):
+    """A value fetched from the memo (or DUP) at start: noted if it could be mutated later (a cycle), its
+    weight counted against the expansion budget (_decode_python._fetched's twin)."""
+    if type(v) is str:
+        ctx.fetched += 1 + PyUnicode_GET_LENGTH(v)
+    elif type(v) is list or type(v) is dict:
+        if type(v) is list or not _is_one_key(v, "@cls"):
+            # A class marker cannot be mutated: SETITEMS on it is an error and
+            # BUILD wraps it in a new @inst.
+            _share(ctx, v)
+        if not ctx.cyclic:  # else it may hold itself: _decode_common.finish weighs the whole value
+            ctx.fetched += _weight(v, ctx.budget - ctx.fetched)
+    else:
+        ctx.fetched += _weight(v, 0)
+    if ctx.fetched > ctx.budget:
+        raise expansion_error(ctx.budget, start)
     return v
+
+
+cdef struct _Part:      # a container being weighed, and where in it the walk is
+    PyObject* container
+    Py_ssize_t pos
+
+cdef enum:
+    _INLINE_PARTS = 64
+
+
+cdef Py_ssize_t _weight(object value, Py_ssize_t limit) except -1:
+    """_decode_common.weight in C: value's weight as a tree, any number above limit once past it.  The
+    decoder's own lists and dicts, read in place by index and PyDict_Next: nothing that runs code, no
+    Python object made.  An explicit stack: any depth."""
+    cdef _Part inline_parts[_INLINE_PARTS]
+    cdef _Part* parts = inline_parts
+    cdef _Part* grown
+    cdef Py_ssize_t top = 0, capacity = _INLINE_PARTS, total = 1
+    cdef PyObject* node
+    cdef PyObject* key
+    cdef PyObject* x
+    if type(value) is not list and type(value) is not dict:
+        return _leaf_weight(<PyObject*>value)
+    parts[0].container = <PyObject*>value
+    parts[0].pos = 0
+    try:
+        while top >= 0:
+            node = parts[top].container
+            if type(<object>node) is list:
+                if parts[top].pos == PyList_GET_SIZE(<object>node):
+                    top -= 1
+                    continue
+                x = PyList_GET_ITEM(<object>node, parts[top].pos)
+                parts[top].pos += 1
+            elif PyDict_Next(<object>node, &parts[top].pos, &key, &x):
+                total += _leaf_weight(key)  # a dict's keys are strs or other atoms
+            else:
+                top -= 1
+                continue
+            if type(<object>x) is list or type(<object>x) is dict:
+                total += 1
+                top += 1
+                if top == capacity:
+                    capacity *= 2
+                    grown = <_Part*>PyMem_Malloc(capacity * sizeof(_Part))
+                    if grown == NULL:
+                        raise MemoryError()
+                    memcpy(grown, parts, top * sizeof(_Part))
+                    if parts != inline_parts:
+                        PyMem_Free(parts)
+                    parts = grown
+                parts[top].container = x
+                parts[top].pos = 0
+            else:
+                total += _leaf_weight(x)
+            if total > limit:
+                return total
+        return total
+    finally:
+        if parts != inline_parts:
+            PyMem_Free(parts)
+
+
+cdef inline Py_ssize_t _leaf_weight(PyObject* x) noexcept:
+    """1, and a string's length in code points (a TextSpan's too)."""
+    cdef const unsigned char* p
+    cdef Py_ssize_t i, n = 1
+    if type(<object>x) is str:
+        return 1 + PyUnicode_GET_LENGTH(<object>x)
+    if type(<object>x) is TextSpan:
+        p = <const unsigned char*>PyBytes_AS_STRING((<TextSpan>x).data) + (<TextSpan>x).start
+        for i in range((<TextSpan>x).size):
+            n += (p[i] & 0xC0) != 0x80  # not a continuation byte: a code point starts
+    return n
 
 
 cdef object _instantiate(_Context ctx, object klass, list args):
@@ -1193,7 +1309,13 @@ cdef object _build(_Context ctx, object target, object state):
 # The opcode walk
 # ---------------------------------------------------------------------------
 
+# The stack is the decoder's own list, but the code that may run between a handler's checks and its use
+# of the top (a REDUCE's rules in Python, a collection: a __del__ can reach any list through
+# gc.get_objects()) could have emptied it: _top and _set_top look again rather than read below it.
+
 cdef inline object _top(list stack):
+    if PyList_GET_SIZE(stack) == 0:
+        raise CodecError("pickle stack underflow")
     return <object>PyList_GET_ITEM(stack, PyList_GET_SIZE(stack) - 1)
 
 
@@ -1207,8 +1329,11 @@ cdef inline list _pop_mark(_Context ctx, Py_ssize_t start, str opname):
     return items
 
 
-cdef inline void _set_top(list stack, object value):
+cdef inline int _set_top(list stack, object value) except -1:
+    if PyList_GET_SIZE(stack) == 0:
+        raise CodecError("pickle stack underflow")
     stack[PyList_GET_SIZE(stack) - 1] = value
+    return 0
 
 
 cdef str _line_text(bytes data, const unsigned char* p, Py_ssize_t a, Py_ssize_t b, Py_ssize_t start,
@@ -1246,6 +1371,22 @@ cdef inline Py_ssize_t _length1(const unsigned char* p, Py_ssize_t pos, Py_ssize
     return p[pos]
 
 
+cdef inline Py_ssize_t _sized(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end, int width,
+                              Py_ssize_t* n) except -1:
+    """The unsigned width-byte length at pos (BINUNICODE, BINBYTES and their short forms), whose bytes must
+    all follow, into *n; the offset after the length.  Compared unsigned with what is left before the cast:
+    a 32-bit Py_ssize_t would take 2**31 and more as negative."""
+    cdef uint64_t size
+    if pos + width > end:
+        raise _eof(pos)
+    size = _le(p + pos, width)
+    pos += width
+    if size > <uint64_t>(end - pos):
+        raise _eof(pos)
+    n[0] = <Py_ssize_t>size
+    return pos
+
+
 cdef inline Py_ssize_t _length4(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end, str opname) except -1:
     """The signed 4-byte length at pos (LONG4, BINSTRING), whose bytes must all follow."""
     if pos + 4 > end:
@@ -1271,18 +1412,7 @@ cdef inline Py_ssize_t _op_binunicode(_Context ctx, const unsigned char* p,
         Py_ssize_t pos, Py_ssize_t end, unsigned char op) except -1:
     cdef Py_ssize_t start = pos - 1
     cdef Py_ssize_t n
-    if op == BINUNICODE:
-        if pos + 4 > end:
-            raise _eof(pos)
-        n = <Py_ssize_t>_le(p + pos, 4)
-        pos += 4
-    else:
-        if pos >= end:
-            raise _eof(pos)
-        n = p[pos]
-        pos += 1
-    if n > end - pos:
-        raise _eof(pos)
+    pos = _sized(p, pos, end, 4 if op == BINUNICODE else 1, &n)
     if ctx.text_spans and n >= SPAN_BYTES:
         PyList_Append(ctx.stack, _text_value(p, pos, n, start, ctx))
     else:
@@ -1396,18 +1526,7 @@ cdef inline Py_ssize_t _op_binint2(_Context ctx, const unsigned char* p,
 cdef inline Py_ssize_t _op_short_binbytes(_Context ctx, const unsigned char* p,
         Py_ssize_t pos, Py_ssize_t end, unsigned char op) except -1:
     cdef Py_ssize_t n
-    if op == SHORT_BINBYTES:
-        if pos >= end:
-            raise _eof(pos)
-        n = p[pos]
-        pos += 1
-    else:
-        if pos + 4 > end:
-            raise _eof(pos)
-        n = <Py_ssize_t>_le(p + pos, 4)
-        pos += 4
-    if n > end - pos:
-        raise _eof(pos)
+    pos = _sized(p, pos, end, 1 if op == SHORT_BINBYTES else 4, &n)
     marker = _bytes_marker(p + pos, n)
     if n == 8:  # an oid, mostly: _persistent_ref takes its bytes from here rather than from the base64
         memcpy(ctx.oid_raw, p + pos, 8)
@@ -1481,7 +1600,7 @@ cdef inline Py_ssize_t _op_long_binput(_Context ctx, const unsigned char* p,
         raise _eof(pos)
     if not ctx.stack:
         raise _err("pickle stack underflow", start)
-    _memo_put(ctx, <Py_ssize_t>_le(p + pos, 4), _top(ctx.stack))
+    _memo_put(ctx, _le(p + pos, 4), _top(ctx.stack))
     pos += 4
     return pos
 
@@ -1489,12 +1608,10 @@ cdef inline Py_ssize_t _op_long_binput(_Context ctx, const unsigned char* p,
 cdef inline Py_ssize_t _op_long_binget(_Context ctx, const unsigned char* p,
         Py_ssize_t pos, Py_ssize_t end) except -1:
     cdef Py_ssize_t start = pos - 1
-    cdef Py_ssize_t n
     if pos + 4 > end:
         raise _eof(pos)
-    n = <Py_ssize_t>_le(p + pos, 4)
+    PyList_Append(ctx.stack, _memo_get(ctx, _le(p + pos, 4), start))
     pos += 4
-    PyList_Append(ctx.stack, _memo_get(ctx, n, start))
     return pos
 
 
@@ -1548,7 +1665,7 @@ cdef inline int _op_dup(_Context ctx, Py_ssize_t start) except -1:
     if not ctx.stack:
         raise _err("pickle stack underflow", start)
     v = _top(ctx.stack)
-    _note_shared(ctx, v)
+    _fetched(ctx, v, start)
     PyList_Append(ctx.stack, v)
     return 0
 
@@ -1816,15 +1933,14 @@ cdef object _load(bytes data, Py_ssize_t pos, _Context ctx):
 # ---------------------------------------------------------------------------
 
 cdef object _finish(object value, _Context ctx, Py_ssize_t start):
-    """_decode_common.finish, with its common cases (nothing to check, or only the depth) in C."""
+    """_decode_common.finish, with its common cases (nothing to check, or a depth within C_WALK_DEPTH) in C."""
     # Every nesting level comes from a container opcode, at most three per
     # opcode (see _decode_common.DEEP_CONTAINERS).
     cdef bint maybe_deep = ctx.containers > C_DEEP_CONTAINERS
-    if ctx.unrepresentable or ctx.cyclic or ctx.flags & F_ESCAPED_KEY:
-        return finish(_real(ctx, value), ctx.unrepresentable, ctx.cyclic, maybe_deep, ctx.flags, start)
-    if maybe_deep and _too_deep(value, 0):
-        raise CodecError(f"maximum nesting depth exceeded (more than {MAX_DEPTH} levels) "
-                         f"in the pickle at offset {start}")
+    if (ctx.unrepresentable or ctx.cyclic or ctx.flags & F_ESCAPED_KEY
+            or (maybe_deep and _deeper_than_c_walk(value, 0))):
+        return finish(_real(ctx, value), ctx.unrepresentable, ctx.cyclic, maybe_deep, ctx.flags, start,
+                      ctx.budget)
     return value
 
 
@@ -1875,8 +1991,9 @@ cdef inline bint _at_text(PyObject* k) noexcept:
     return type(<object>k) is str and PyUnicode_GET_LENGTH(<object>k) > 0 and PyUnicode_READ_CHAR(<object>k, 0) == 64
 
 
-cdef bint _too_deep(object v, Py_ssize_t depth) except -1:
-    """_decode_common._check_depth in C: is the tree deeper than MAX_DEPTH, counted the same way?
+cdef bint _deeper_than_c_walk(object v, Py_ssize_t depth) except -1:
+    """Is the tree deeper than C_WALK_DEPTH, counted as _decode_common._check_depth counts?  Within it, it is
+    within MAX_DEPTH too; beyond it, the Python twin's walk (an explicit stack) decides.
 
     Nothing runs between the reads (the tree is the decoder's own, of dicts, lists and atoms), so the
     parts are read in place, without a reference or a list of them.
@@ -1894,35 +2011,35 @@ cdef bint _too_deep(object v, Py_ssize_t depth) except -1:
             return False
     else:
         return False
-    if depth > C_MAX_DEPTH:
+    if depth > C_WALK:
         return True
     if below == BELOW_VALUES:
-        return _values_too_deep(<dict>inner, depth + 1)
+        return _values_deeper(<dict>inner, depth + 1)
     if below == BELOW_ITEMS:
-        return _items_too_deep(<list>inner, depth + 1)
+        return _items_deeper(<list>inner, depth + 1)
     for i in range(PyList_GET_SIZE(<list>inner)):  # BELOW_PAIR_ITEMS
         pair = PyList_GET_ITEM(<list>inner, i)
-        if type(<object>pair) is list and _items_too_deep(<list>pair, depth + 1):
+        if type(<object>pair) is list and _items_deeper(<list>pair, depth + 1):
             return True
     return False
 
 
-cdef bint _items_too_deep(list items, Py_ssize_t depth) except -1:
+cdef bint _items_deeper(list items, Py_ssize_t depth) except -1:
     cdef Py_ssize_t i
     cdef PyObject* c
     for i in range(PyList_GET_SIZE(items)):
         c = PyList_GET_ITEM(items, i)
-        if (type(<object>c) is dict or type(<object>c) is list) and _too_deep(<object>c, depth):
+        if (type(<object>c) is dict or type(<object>c) is list) and _deeper_than_c_walk(<object>c, depth):
             return True
     return False
 
 
-cdef bint _values_too_deep(dict d, Py_ssize_t depth) except -1:
+cdef bint _values_deeper(dict d, Py_ssize_t depth) except -1:
     cdef Py_ssize_t i = 0
     cdef PyObject* key
     cdef PyObject* c
     while PyDict_Next(d, &i, &key, &c):
-        if (type(<object>c) is dict or type(<object>c) is list) and _too_deep(<object>c, depth):
+        if (type(<object>c) is dict or type(<object>c) is list) and _deeper_than_c_walk(<object>c, depth):
             return True
     return False
 
@@ -2082,13 +2199,13 @@ cdef inline Py_ssize_t _printable_end(const unsigned char* p, Py_ssize_t pos, Py
 
 cdef Py_ssize_t _name_end(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end) noexcept:
     """The end of BINUNICODE <non-empty printable ASCII> at pos, or -1."""
-    cdef Py_ssize_t n
+    cdef uint64_t n
     if end - pos < 5 or p[pos] != BINUNICODE:
         return -1
-    n = <Py_ssize_t>_le(p + pos + 1, 4)
-    if n == 0 or n > end - pos - 5 or _printable_end(p, pos + 5, pos + 5 + n) != pos + 5 + n:
+    n = _le(p + pos + 1, 4)
+    if n == 0 or n > <uint64_t>(end - pos - 5) or _printable_end(p, pos + 5, pos + 5 + <Py_ssize_t>n) != pos + 5 + <Py_ssize_t>n:
         return -1
-    return pos + 5 + n
+    return pos + 5 + <Py_ssize_t>n
 
 
 cdef inline str _ascii(const unsigned char* p, Py_ssize_t n):
@@ -2105,7 +2222,7 @@ cdef _Context _decode_record(object data, bint text_spans, object names_read=Non
     read by _usual_class_names."""
     if type(data) is not bytes:
         data = bytes_argument(data)
-    cdef _Context ctx = _new_context(True)
+    cdef _Context ctx = _new_context(True, len(data))
     cdef _Context fresh
     cdef Py_ssize_t pos = 0
     cdef Py_ssize_t class_refs
@@ -2157,7 +2274,7 @@ cdef _Context _decode_record(object data, bint text_spans, object names_read=Non
         state = _finish(state, ctx, pos)
         if args is _OBJECT_RECORD:  # the first pickle's value is kept in the state
             state = object_record_state(klass, state, class_unrepresentable, class_cyclic or ctx.cyclic,
-                                        ctx.flags)
+                                        ctx.flags, ctx.budget)
     except Unrepresentable:
         state = {"@pkl": b64encode(data)}
         ctx.flags &= ~(F_FLOAT | F_EXP_FLOAT | F_SURROGATE | F_ESCAPED_KEY)
@@ -2172,9 +2289,10 @@ cdef _Context _decode_record(object data, bint text_spans, object names_read=Non
 
 cdef _Context _load_state_with_own_memo(bytes data, Py_ssize_t pos, _Context ctx):
     """A context whose state is the state pickle read with a memo of its own, or None (see _decode_python)."""
-    cdef _Context fresh = _new_context(ctx.compact)
+    cdef _Context fresh = _new_context(ctx.compact, PyBytes_GET_SIZE(data))
     fresh.flags = ctx.flags
     fresh.containers = ctx.containers
+    fresh.fetched = ctx.fetched
     fresh.text_spans = ctx.text_spans
     try:
         fresh.state = _load(data, pos, fresh)
@@ -2226,7 +2344,8 @@ def decode_zodb_record_for_pg_json(data):
         names = _usual_class_names(<bytes>data, &klass)
         if names is not None:
             refs = []
-            text = plain_state_text(<bytes>data, &klass, btree_bits(<str>names[0], <str>names[1]), refs)
+            text = plain_state_text(<bytes>data, &klass, btree_bits(<str>names[0], <str>names[1]), refs,
+                                    _budget(PyBytes_GET_SIZE(data)))
             if text is not None:
                 return names[0], names[1], text, refs
     ctx = _decode_record(data, True, names, &klass)
@@ -2238,7 +2357,7 @@ def decode_zodb_record_for_pg_json(data):
     return ctx.module, ctx.name, text, ctx.refs
 
 
-def _direct_lane_record(data):
+def _direct_lane_record(bytes data not None):
     """For the tests: decode_zodb_record_for_pg_json's result by the direct lane alone (whatever it declined
     before), or None."""
     cdef ClassPickle klass
@@ -2246,14 +2365,14 @@ def _direct_lane_record(data):
     if names is None:
         return None
     refs = []
-    text = lane_text(data, &klass, btree_bits(<str>names[0], <str>names[1]), refs)
+    text = lane_text(data, &klass, btree_bits(<str>names[0], <str>names[1]), refs, _budget(len(data)))
     return None if text is None else (names[0], names[1], text, refs)
 
 
 cdef tuple _decode_pickle(object data):
     if type(data) is not bytes:
         data = bytes_argument(data)
-    cdef _Context ctx = _new_context(False)
+    cdef _Context ctx = _new_context(False, len(data))
     ctx.stop = len(data)
     try:
         value = _load(data, 0, ctx)

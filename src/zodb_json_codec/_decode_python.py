@@ -24,9 +24,9 @@ from ._decode_known import NEWOBJ, REDUCE
 from ._known import btree_kind, marker_kind
 from ._decode_common import (
     DEEP_CONTAINERS, F_ESCAPED_KEY, F_EXP_FLOAT, F_FLOAT, F_NUL, F_SHALLOW, F_SURROGATE,
-    SHALLOW_CONTAINERS, Obj, Unrepresentable, check_class_names_at_offset_0, finish, float_flags, float_line,
-    global_lines, in_state, int_line, int_value, long_line, memo_index, object_record_state, persid_line,
-    render_obj, string_line, text_line, unicode_line,
+    SHALLOW_CONTAINERS, Obj, Unrepresentable, check_class_names_at_offset_0, expansion_budget, expansion_error,
+    finish, float_flags, float_line, global_lines, in_state, int_line, int_value, long_line, memo_index,
+    object_record_state, persid_line, render_obj, string_line, text_line, unicode_line, weight,
 )
 from ._decode_common import decode_error as _err
 from ._decode_common import eof_error as _eof
@@ -42,9 +42,9 @@ class _Context:
     """Per-call decoding state (no module-level mutable state: thread safe)."""
 
     __slots__ = ("compact", "memo", "objs", "dforms", "shared", "cyclic", "flags", "refs",
-                 "unrepresentable", "uncallable", "containers", "stack", "metastack")
+                 "unrepresentable", "uncallable", "containers", "fetched", "budget", "stack", "metastack")
 
-    def __init__(self, compact: bool) -> None:
+    def __init__(self, compact: bool, size: int) -> None:
         self.compact = compact
         self.memo: dict = {}
         self.objs: dict = {}        # id(value) -> Obj, for REDUCE/NEWOBJ results
@@ -56,6 +56,8 @@ class _Context:
         self.unrepresentable = False
         self.uncallable = False     # REDUCE/NEWOBJ of a value no unpickler could call
         self.containers = 0         # container opcodes run (see _decode_common.DEEP_CONTAINERS)
+        self.fetched = 0            # the weight of the values fetched from the memo / DUP...
+        self.budget = expansion_budget(size)  # ...and what it may be (see _decode_common.EXPANSION_FLOOR)
         self.stack: list = []       # the pickle machine's stack...
         self.metastack: list = []   # ...and the stacks below its MARKs
 
@@ -107,10 +109,19 @@ def _note_mutation(ctx: _Context, target: Any) -> None:
         ctx.cyclic = True
 
 
-def _note_shared(ctx: _Context, value: Any) -> None:
+def _fetched(ctx: _Context, value: Any, start: int) -> None:
+    """value was fetched from the memo (or DUP) at start: note it if it could be mutated later (a cycle),
+    and count its weight against the expansion budget; once a shared value was changed (it may hold itself
+    now), containers are weighed at the end instead (_decode_common.finish)."""
     t = type(value)
     if t is list or t is dict:
         ctx.shared[id(value)] = value
+        if not ctx.cyclic:
+            ctx.fetched += weight(value, ctx.budget - ctx.fetched)
+    else:
+        ctx.fetched += 1 + len(value) if t is str else 1
+    if ctx.fetched > ctx.budget:
+        raise expansion_error(ctx.budget, start)
 
 
 # ---------------------------------------------------------------------------
@@ -290,7 +301,7 @@ def _pop_mark_op(ctx: _Context, data: bytes, pos: int) -> int:
 
 def _dup(ctx: _Context, data: bytes, pos: int) -> int:
     v = _need(ctx, 1, pos)[-1]
-    _note_shared(ctx, v)
+    _fetched(ctx, v, pos - 1)
     ctx.stack.append(v)
     return pos
 
@@ -339,9 +350,7 @@ def _binget(ctx: _Context, data: bytes, pos: int) -> int:
         v = ctx.memo[idx]
     except KeyError:
         raise _err(f"invalid pickle data: memo index {idx} not found", pos - 1) from None
-    t = type(v)
-    if t is list or t is dict:
-        ctx.shared[id(v)] = v
+    _fetched(ctx, v, pos - 1)
     ctx.stack.append(v)
     return pos + 1
 
@@ -754,7 +763,7 @@ def _memo_get(ctx: _Context, idx: int, start: int) -> Any:
         v = ctx.memo[idx]
     except KeyError:
         raise _err(f"invalid pickle data: memo index {idx} not found", start) from None
-    _note_shared(ctx, v)
+    _fetched(ctx, v, start)
     return v
 
 
@@ -789,7 +798,8 @@ def _build(ctx: _Context, target: Any, state: Any) -> Any:
 def _finish(value: Any, ctx: _Context, start: int) -> Any:
     if ctx.containers <= SHALLOW_CONTAINERS:
         ctx.flags |= F_SHALLOW
-    return finish(value, ctx.unrepresentable, ctx.cyclic, ctx.containers > DEEP_CONTAINERS, ctx.flags, start)
+    return finish(value, ctx.unrepresentable, ctx.cyclic, ctx.containers > DEEP_CONTAINERS, ctx.flags, start,
+                  ctx.budget)
 
 
 # ---------------------------------------------------------------------------
@@ -799,7 +809,7 @@ def _finish(value: Any, ctx: _Context, start: int) -> Any:
 def _decode_record(data: Any, compact: bool = True) -> Tuple[str, str, Any, List[int], int, int]:
     """(module, name, state, refs, flags, offset of the state pickle) of a ZODB record."""
     data = bytes_argument(data)
-    ctx = _Context(compact)
+    ctx = _Context(compact, len(data))
     try:
         klass, pos = _load(data, 0, ctx)
         class_refs = len(ctx.refs)
@@ -836,7 +846,7 @@ def _decode_record(data: Any, compact: bool = True) -> Tuple[str, str, Any, List
         state = _finish(state, ctx, pos)
         if meta is None:
             state = object_record_state(klass, state, class_unrepresentable, class_cyclic or ctx.cyclic,
-                                        ctx.flags)
+                                        ctx.flags, ctx.budget)
     except Unrepresentable:
         state = {"@pkl": b64encode(data)}
         ctx.flags &= ~(F_FLOAT | F_EXP_FLOAT | F_SURROGATE | F_ESCAPED_KEY)
@@ -855,9 +865,10 @@ def _load_state_with_own_memo(data: bytes, pos: int, ctx: _Context) -> Optional[
     Their state is intact when read as it was written, with its own memo; that
     reading is used when it is a sound one.
     """
-    fresh = _Context(ctx.compact)
+    fresh = _Context(ctx.compact, len(data))
     fresh.flags = ctx.flags
     fresh.containers = ctx.containers  # the class pickle's arguments are part of the value
+    fresh.fetched = ctx.fetched
     try:
         state, _ = _load(data, pos, fresh)
     except CodecError:
@@ -901,7 +912,7 @@ def decode_zodb_record_for_pg_json(data: Any) -> tuple:
 
 def _decode_pickle(data: Any) -> Any:
     data = bytes_argument(data)
-    ctx = _Context(False)
+    ctx = _Context(False, len(data))
     try:
         value, stop = _load(data, 0, ctx)
         if b"@ns:" in data or b"@su:" in data:

@@ -16,7 +16,8 @@ from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.number cimport PyNumber_Float, PyNumber_Long
 from cpython.object cimport PyObject
-from cpython.ref cimport Py_INCREF
+from cpython.pyport cimport PY_SSIZE_T_MAX
+from cpython.ref cimport Py_DECREF, Py_INCREF
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
 from cpython.unicode cimport (
     PyUnicode_DATA, PyUnicode_FindChar, PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_READ, PyUnicode_READ_CHAR,
@@ -32,9 +33,11 @@ cimport cython
 import struct
 
 from . import _encode_known, _known
-from ._common import MAX_DEPTH, CodecError, b64decode, decimal_to_int, float_from_marker
+from ._common import C_WALK_DEPTH, CodecError, b64decode, decimal_to_int, float_from_marker
 from ._known import btree_kind, unescape_key
-from ._encode_python import ns_text, public_functions, record_from_json, record_parts, reduce_parts, su_text
+from . import _encode_python
+from ._encode_python import (ns_text, public_functions, record_from_json, record_parts, reduce_parts, str_too_long,
+                             su_text)
 
 cdef extern from "Python.h":
     bint PyUnicode_IS_ASCII(object o)
@@ -185,7 +188,8 @@ cdef extern from *:
         return p;
     }
 
-    /* The UTF-8 CPython keeps with a str that is not ASCII once something asked for it (NULL: none yet).
+    /* The UTF-8 CPython keeps with a str once something asked for it (NULL: none yet); a compact ASCII
+       str's own characters, which its struct (a PyASCIIObject, without these fields) is followed by.
        The field is in the struct of every CPython this builds for; PyPy never builds the twins. */
     static const char *zjc_utf8_kept(PyObject *s, Py_ssize_t *n) {
     #if defined(PYPY_VERSION)
@@ -193,6 +197,10 @@ cdef extern from *:
         return NULL;
     #else
         PyCompactUnicodeObject *c = (PyCompactUnicodeObject *)s;
+        if (PyUnicode_IS_COMPACT_ASCII(s)) {
+            *n = PyUnicode_GET_LENGTH(s);
+            return (const char *)(((PyASCIIObject *)s) + 1);
+        }
         if (c->utf8 == NULL) return NULL;
         *n = c->utf8_length;
         return c->utf8;
@@ -327,8 +335,17 @@ cdef extern from "_utf8.h":
                             int* bad) noexcept nogil
 
 
-# Limits, read once from _common.
-cdef Py_ssize_t _MAX_DEPTH = MAX_DEPTH
+# The walk recurses in C at most this deep (_common.C_WALK_DEPTH): a value nested deeper is encoded by the
+# Python twin, whose walk keeps its stack on the heap (and says where MAX_DEPTH is passed).
+cdef Py_ssize_t _C_WALK = C_WALK_DEPTH
+
+
+class _Deeper(Exception):
+    """The value is nested deeper than the C walk goes: the public function hands it to the Python twin."""
+
+
+cdef int _deeper() except -1:
+    raise _Deeper()
 
 _Global = _encode_known.Global
 _Call = _encode_known.Call
@@ -346,7 +363,9 @@ cdef enum:
     _STACK_BUFFER = 4096
     _FIRST_HEAP_BUFFER = 65536
 
-cdef Py_ssize_t _U32_LIMIT = (<Py_ssize_t>1) << 32
+# What a 4-byte length holds no more: compared as unsigned 64-bit numbers (a 32-bit build's Py_ssize_t
+# cannot even hold it).
+cdef uint64_t _U32_LIMIT = (<uint64_t>1) << 32
 
 cdef struct Writer:
     unsigned char* buf
@@ -398,7 +417,7 @@ cdef int _grow(Writer* w, Py_ssize_t need) except -1:
     if w.owner == NULL and cap < _FIRST_HEAP_BUFFER:
         cap = _FIRST_HEAP_BUFFER
     while cap - w.pos < need:
-        if cap > (<Py_ssize_t>1 << 60):
+        if cap > PY_SSIZE_T_MAX // 2:
             raise MemoryError()
         cap *= 2
     if w.owner == NULL:
@@ -458,10 +477,6 @@ cdef inline bytes _result(Writer* w):
         _PyBytes_Resize(&w.owner, w.pos)
         return <bytes>w.owner     # a reference of the caller's; _release drops the writer's
     return PyBytes_FromStringAndSize(<char*>w.buf, w.pos)
-
-
-cdef object _depth_error():
-    return CodecError("invalid pickle data: maximum nesting depth exceeded")
 
 
 # ---------------------------------------------------------------------------
@@ -533,14 +548,23 @@ cdef int _bigint(Writer* w, object v) except -1:
 
 
 cdef inline int _int(Writer* w, object v) except -1:
+    if not _int_in_64_bits(w, v):
+        _bigint(w, v)  # calls int methods: an allocation there may start the collector (the caller holds v)
+    return 0
+
+
+cdef inline bint _int_in_64_bits(Writer* w, object v) except -1:
+    """Writes the exact int v if it fits 64 bits, running no code: True; else False, nothing written."""
     cdef int overflow = 0
     cdef long long x
     if zjc_compact_long(v, &x):
-        return _int64(w, x)
+        _int64(w, x)
+        return True
     x = PyLong_AsLongLongAndOverflow(v, &overflow)
     if overflow:
-        return _bigint(w, v)
-    return _int64(w, x)
+        return False
+    _int64(w, x)
+    return True
 
 
 cdef int _m_bi(Writer* w, object text) except -1:
@@ -613,7 +637,7 @@ cdef int _bytes_header(Writer* w, Py_ssize_t n) except -1:
         o[0] = SHORT_BINBYTES
         o[1] = <uint8_t>n
         w.pos += 2
-    elif n < _U32_LIMIT:
+    elif <uint64_t>n < _U32_LIMIT:
         o[0] = BINBYTES
         _le32(o + 1, <uint64_t>n)
         w.pos += 5
@@ -681,7 +705,7 @@ cdef inline int _str(Writer* w, str s) except -1:
     """BINUNICODE of an exact str."""
     cdef Py_ssize_t n
     cdef const unsigned char* chars = zjc_ascii_chars(<PyObject*>s, &n)
-    if chars != NULL and n < _U32_LIMIT:
+    if chars != NULL and <uint64_t>n < _U32_LIMIT:
         return _ascii(w, chars, n)
     return _str_utf8(w, s)
 
@@ -709,7 +733,7 @@ cdef inline Py_ssize_t _text_start(Writer* w) except -1:
 cdef inline Py_ssize_t _text_end(Writer* w, Py_ssize_t start) noexcept:
     """The header at start for the UTF-8 written since: its size; -1 (the text dropped) if over 4 GiB."""
     cdef Py_ssize_t size = w.pos - start - 5
-    if size >= _U32_LIMIT:
+    if <uint64_t>size >= _U32_LIMIT:
         w.pos = start
         return -1
     w.buf[start] = BINUNICODE
@@ -725,6 +749,8 @@ cdef int _str_utf8(Writer* w, str s) except -1:
     cdef const char* kept
     cdef int kind
     zjc_unicode_ready(s)
+    if <uint64_t>PyUnicode_GET_LENGTH(s) >= _U32_LIMIT:  # its UTF-8 is longer still: nothing written
+        raise str_too_long()
     start = _text_start(w)
     kept = zjc_utf8_kept(s, &n)
     if kept != NULL:
@@ -738,9 +764,8 @@ cdef int _str_utf8(Writer* w, str s) except -1:
             _utf8_surrogates(w, s)
         else:
             w.pos += size
-    size = w.pos - start - 5
     if _text_end(w, start) < 0:
-        _pack_I(size)  # raises struct.error, as the Python twin
+        raise str_too_long()
     return 0
 
 
@@ -753,6 +778,8 @@ cdef int _str_any(Writer* w, object s) except -1:
     if type(raw) is not bytes:
         raw = bytes(memoryview(raw))
     n = len(raw)
+    if <uint64_t>n >= _U32_LIMIT:
+        raise str_too_long()
     head = _pack_I(n)
     _op(w, BINUNICODE)
     _raw(w, <const char*>head, 4)
@@ -886,13 +913,13 @@ cdef inline int _marker_key_hash(const char* p, Py_ssize_t m) noexcept:
 
 
 cdef int _fill_key_table() except -1:
-    cdef Py_ssize_t key, m
-    cdef int slot
+    cdef Py_ssize_t m
+    cdef int key, slot
     if len(_KEY_TEXTS) != _KEY_COUNT:
         raise RuntimeError("_KEY_TEXTS does not match the Key enum")
     for slot in range(_SLOTS):
         _key_slot[slot] = -1
-    for key in range(_KEY_COUNT):
+    for key in range(<int>_KEY_COUNT):
         text = _KEY_TEXTS[key]
         m = len(text)
         memcpy(_key_text[key], <const char*>text, m)
@@ -1102,8 +1129,8 @@ cdef int _value(Writer* w, object v, Py_ssize_t depth) except -1:
     if type(v) is str:
         return _str(w, <str>v)
     if type(v) is dict:
-        if depth > _MAX_DEPTH and not _is_scalar_marker(<dict>v):
-            raise _depth_error()
+        if depth > _C_WALK:
+            return _deeper()
         # _dict, one C frame fewer for each level of nesting
         kind = _marker_kind(<dict>v, False, &first)
         if kind == K_NONE or kind == K_WRAPPER:
@@ -1112,8 +1139,8 @@ cdef int _value(Writer* w, object v, Py_ssize_t depth) except -1:
     if type(v) is int:
         return _int(w, v)
     if type(v) is list:
-        if depth > _MAX_DEPTH:
-            raise _depth_error()
+        if depth > _C_WALK:
+            return _deeper()
         _op(w, EMPTY_LIST)
         if PyList_GET_SIZE(v):
             _op(w, MARK)
@@ -1132,12 +1159,14 @@ cdef int _value(Writer* w, object v, Py_ssize_t depth) except -1:
 
 
 cdef inline int _scalar(Writer* w, object v) except -1:
-    """Writes v if it is an exact str, int or float, None, True or False (most items of a record): 1;
-    else 0, nothing written.  (type(v) at each test, as in _value.)"""
+    """Writes v if it is an exact str, int of 64 bits or float, None, True or False (most items of a record),
+    which runs no code: 1; else 0, nothing written.  (type(v) at each test, as in _value.)  The callers
+    read v through its container's reference: nothing may run before it is written (docs/design.md,
+    "Where Python code can run")."""
     if type(v) is str:
         _str(w, <str>v)
     elif type(v) is int:
-        _int(w, v)
+        return _int_in_64_bits(w, v)
     elif type(v) is float:
         _float(w, PyFloat_AS_DOUBLE(v))
     elif v is None:
@@ -1213,6 +1242,9 @@ cdef int _plain_dict(Writer* w, dict d, Py_ssize_t depth) except -1:
             x = <object>xp
             _other_key(w, k, depth + 1)
             _item(w, x, depth + 1)
+            # Dropped here, not by the next item's assignments: a __del__ they run may change the dict,
+            # which the next item's pointers would then point into.
+            k = x = None
         # As the Python twin's dict iterator: the code that ran may have changed the dict.
         if PyDict_GET_SIZE(d) != size:
             raise RuntimeError("dictionary changed size during iteration")
@@ -1227,7 +1259,7 @@ cdef inline int _plain_key(Writer* w, PyObject* k) except -1:
     if type(<object>k) is not str:
         return 0
     chars = zjc_ascii_chars(k, &n)
-    if chars != NULL and n < _U32_LIMIT and (n < 4 or chars[0] != 64):  # the usual key: ASCII, no "@"
+    if chars != NULL and <uint64_t>n < _U32_LIMIT and (n < 4 or chars[0] != 64):  # the usual key: ASCII, no "@"
         _ascii(w, chars, n)
         return 1
     if _is_escaped_key(<str>k):
@@ -1368,8 +1400,8 @@ cdef int _ref(Writer* w, object v, Py_ssize_t depth) except -1:
         inner = _ref_payload(v)
         if inner == NULL:
             break
-        if depth + links > _MAX_DEPTH and type(<object>inner) is not str:
-            raise _depth_error()
+        if depth + links > _C_WALK:
+            return _deeper()
         links += 1
         v = <object>inner
     if w.expand_refs and type(v) is str and _hex_bytes(w, <str>v):
@@ -1378,9 +1410,10 @@ cdef int _ref(Writer* w, object v, Py_ssize_t depth) except -1:
     elif (w.expand_refs and type(v) is list and PyList_GET_SIZE(v) == 2
           and type(<object>PyList_GET_ITEM(v, 0)) is str and type(<object>PyList_GET_ITEM(v, 1)) is str):
         oid = <str>PyList_GET_ITEM(v, 0)
+        dotted = <str>PyList_GET_ITEM(v, 1)  # held: its UTF-8 may raise (lone surrogates), which allocates
         if not _hex_bytes(w, oid):
             raise CodecError(f"JSON error: hex decode: invalid oid {oid[:40]!r}")
-        _global_dotted(w, <str>PyList_GET_ITEM(v, 1))
+        _global_dotted(w, dotted)
         _op2(w, TUPLE2, BINPERSID)
     else:
         _value(w, v, depth + links)  # the innermost reference's id, one level below it
@@ -1508,13 +1541,18 @@ cdef object _flatten(object pairs):
     cdef tuple flat
     cdef Py_ssize_t i, n
     if type(pairs) is list:
-        # No code but ours runs in these loops: the lists cannot change.
+        # The tuple first: making it may start the cycle collector, whose __del__ methods may change the
+        # lists (then it is made again, for what they hold now).  The loops after it make nothing: no code
+        # runs while they read, so the sizes they check hold.
         n = PyList_GET_SIZE(pairs)
+        flat = PyTuple_New(2 * n)
+        while PyList_GET_SIZE(pairs) != n:
+            n = PyList_GET_SIZE(pairs)
+            flat = PyTuple_New(2 * n)
         for i in range(n):
             pair = <object>PyList_GET_ITEM(pairs, i)
             if type(pair) is not list or PyList_GET_SIZE(pair) != 2:
                 raise CodecError("invalid pickle data: @kv pair must be [k, v]")
-        flat = PyTuple_New(2 * n)
         for i in range(n):
             pair = <object>PyList_GET_ITEM(pairs, i)
             x = <object>PyList_GET_ITEM(pair, 0)
@@ -1746,10 +1784,11 @@ cdef int _m_dt(Writer* w, object text, object tz, Py_ssize_t depth) except -1:
             if tz is None and _zoned_call(w, b"cdatetime\ndatetime\nC\n", 21, state, 10, p, end, n):
                 return 0
             if zone != NULL and end == n:
+                arguments = <list>zone  # held: a big int among them runs code (a collection) as it is written
                 _text(w, b"cdatetime\ndatetime\nC\n", 21)
                 _raw(w, state, 10)
                 _text(w, b"cpytz\n_p\n", 9)  # pytz._p(*arguments), as _call writes tz_call's Call
-                _tuple(w, <list>zone, depth)  # strs and ints: no code runs
+                _tuple(w, arguments, depth)
                 _op(w, REDUCE)
                 return _op2(w, TUPLE2, REDUCE)
     return _call(w, _encode_known.datetime_call(text, tz), depth)
@@ -1817,10 +1856,13 @@ cdef int _m_td(Writer* w, object parts, Py_ssize_t depth) except -1:
             and type(<object>PyList_GET_ITEM(parts, 0)) is int
             and type(<object>PyList_GET_ITEM(parts, 1)) is int
             and type(<object>PyList_GET_ITEM(parts, 2)) is int):
+        days = <object>PyList_GET_ITEM(parts, 0)  # held: a big int's writing may run code that changes parts
+        seconds = <object>PyList_GET_ITEM(parts, 1)
+        microseconds = <object>PyList_GET_ITEM(parts, 2)
         _text(w, b"cdatetime\ntimedelta\n", 20)
-        _int(w, <object>PyList_GET_ITEM(parts, 0))
-        _int(w, <object>PyList_GET_ITEM(parts, 1))
-        _int(w, <object>PyList_GET_ITEM(parts, 2))
+        _int(w, days)
+        _int(w, seconds)
+        _int(w, microseconds)
         return _op2(w, TUPLE3, REDUCE)
     return _call(w, _encode_known.timedelta_call(parts), depth)
 
@@ -1876,8 +1918,8 @@ cdef int _uuid(Writer* w, object value) except -1:
 
 cdef int _native(Writer* w, object v, Py_ssize_t depth) except -1:
     cdef type t = type(v)
-    if depth > _MAX_DEPTH and isinstance(v, (tuple, list, dict, set, frozenset)):
-        raise _depth_error()
+    if depth > _C_WALK and isinstance(v, (tuple, list, dict, set, frozenset)):
+        return _deeper()
     if t is tuple:
         return _tuple(w, v, depth)
     if t is bytes:
@@ -1925,19 +1967,38 @@ def _dict_items_walked(d, Py_ssize_t reopen=0):
     cdef PyObject* k = NULL
     cdef PyObject* v = NULL
     cdef zjc_dict_run run
+    cdef Py_ssize_t n = 0, i, size = PyDict_GET_SIZE(d) if isinstance(d, dict) else 0
+    cdef PyObject** read
     if not isinstance(d, dict):
         raise TypeError("a dict")
-    items = []
-    if reopen <= 0:
-        while zjc_dict_next(d, &pos, &k, &v):
-            items.append((<object>k, <object>v))
-        return items, zjc_dict_direct != 0
-    zjc_dict_run_open(d, 0, &run)
-    while zjc_dict_run_next(&run, &pos, &k, &v):
-        items.append((<object>k, <object>v))
-        if len(items) % reopen == 0:
-            zjc_dict_run_open(d, pos, &run)
-    return items, zjc_dict_direct != 0
+    # The entries as read, with references of their own, into C memory: making the result's tuples may start
+    # the collector, whose __del__ methods could change the dict under a walk still going.
+    read = <PyObject**>PyMem_Malloc((2 * size + 2) * sizeof(PyObject*))
+    if read == NULL:
+        raise MemoryError()
+    try:
+        if reopen <= 0:
+            while n < size and zjc_dict_next(d, &pos, &k, &v):
+                read[2 * n] = k
+                read[2 * n + 1] = v
+                Py_INCREF(<object>k)
+                Py_INCREF(<object>v)
+                n += 1
+        else:
+            zjc_dict_run_open(d, 0, &run)
+            while n < size and zjc_dict_run_next(&run, &pos, &k, &v):
+                read[2 * n] = k
+                read[2 * n + 1] = v
+                Py_INCREF(<object>k)
+                Py_INCREF(<object>v)
+                n += 1
+                if n % reopen == 0:
+                    zjc_dict_run_open(d, pos, &run)
+        return [(<object>read[2 * i], <object>read[2 * i + 1]) for i in range(n)], zjc_dict_direct != 0
+    finally:
+        for i in range(2 * n):
+            Py_DECREF(<object>read[i])
+        PyMem_Free(read)
 
 
 def _dict_pair_read(d):
@@ -1951,7 +2012,8 @@ def _dict_pair_read(d):
         raise TypeError("a dict")
     if not zjc_dict_pair(d, &k0, &v0, &k1, &v1):
         return None
-    return [(<object>k0, <object>v0), (<object>k1, <object>v1)]
+    key0, value0, key1, value1 = <object>k0, <object>v0, <object>k1, <object>v1  # held before the list is made
+    return [(key0, value0), (key1, value1)]
 
 
 # ---------------------------------------------------------------------------
@@ -2042,7 +2104,7 @@ cdef int _record_head(Writer* w, object module, object name, object args) except
 
 cdef inline bint _is_ascii_str(object s) noexcept:
     """s is an exact str of ASCII characters that fits a BINUNICODE."""
-    return type(s) is str and PyUnicode_IS_ASCII(s) and PyUnicode_GET_LENGTH(s) < _U32_LIMIT
+    return type(s) is str and PyUnicode_IS_ASCII(s) and <uint64_t>PyUnicode_GET_LENGTH(s) < _U32_LIMIT
 
 
 cdef int _usual_record_head(Writer* w, str module, str name) except -1:
@@ -2079,6 +2141,14 @@ def encode_zodb_record(obj):
     Raises TypeError for a non-dict argument or an unencodable Python value,
     ValueError for malformed markers.
     """
+    try:
+        return _record(obj)
+    except _Deeper:
+        return _encode_python.encode_zodb_record(obj)
+
+
+cdef bytes _record(obj):
+    """encode_zodb_record of a value within the C walk's depth."""
     cdef PyObject* p
     cdef PyObject* s
     if (type(obj) is dict and _record_items(<dict>obj, &p, &s) and p != NULL and s != NULL
@@ -2187,7 +2257,10 @@ cdef bytes _pickle(object value, bint expand_refs=False):
 
 
 def _pickle_value(value):
-    return _pickle(value)
+    try:
+        return _pickle(value)
+    except _Deeper:
+        return _encode_python.pickle_value(value)
 
 
 dict_to_pickle, _json_to_pickle_by_value = public_functions(_pickle_value)
@@ -2205,8 +2278,8 @@ dict_to_pickle, _json_to_pickle_by_value = public_functions(_pickle_value)
 # marker, maybe) is built as a Python value and handed to _value (at the
 # top: to encode_zodb_record or the single-pickle rules, which have their
 # own cases).  Anything else -- an error of any kind, a duplicate or escaped
-# key, an integer of more than 4000 digits, a marker nested more than 200
-# levels -- makes the reader give up (_Bail), and the caller takes the
+# key, an integer of more than 4000 digits, a value nested deeper than the C
+# walk goes -- makes the reader give up (_Bail), and the caller takes the
 # normative way (_jsonread + the encoder), which gives the same bytes or
 # the exact error.  The rest of a string longer than 64 KB is scanned and
 # copied with the GIL released: the text is immutable and nothing else is
@@ -2222,7 +2295,6 @@ cdef extern from "Python.h":
 cdef enum:
     _KEY_SLOTS = 64              # the duplicate-key table on the C stack; grows on the heap
     _NOGIL_RUN = 1 << 16         # strings longer than this are copied without the GIL
-    _BUILD_DEPTH = 200           # marker values nested deeper are left to _jsonread
     _FAST_INT_DIGITS = 18        # integers of up to this many digits fit a long long
     _LONG_INT_DIGITS = 4000      # longer ones are left to _jsonread (as its own fast path does)
 
@@ -2517,11 +2589,12 @@ cdef int _json_value(Reader* r, Writer* w, Py_ssize_t depth) except -1:
     if c == 34:
         return _json_string(r, w)
     if c == b'{':
+        if depth > _C_WALK:
+            return _bail()
         if _marker_ahead(r):
-            if depth <= _MAX_DEPTH and ((w.expand_refs and _json_ref(r, w)) or _json_one_key_marker(r, w, depth)
-                                        or _json_instance(r, w, depth)):
+            if (w.expand_refs and _json_ref(r, w)) or _json_one_key_marker(r, w, depth) or _json_instance(r, w, depth):
                 return 0
-            return _value(w, _json_build(r, 0), depth)
+            return _value(w, _json_build(r, depth), depth)  # the levels built count from here on
         return _json_dict(r, w, depth)
     if c == b'[':
         return _json_list(r, w, depth)
@@ -2538,7 +2611,7 @@ cdef int _json_value(Reader* r, Writer* w, Py_ssize_t depth) except -1:
 
 cdef inline bint _opened(Reader* r, Writer* w, Py_ssize_t depth, uint8_t empty_op, unsigned char close) except -1:
     """A list or dict at r.i: its empty_op, then MARK and True if items follow, False if it is empty (read)."""
-    if depth > _MAX_DEPTH:
+    if depth > _C_WALK:
         return _bail()
     _op(w, empty_op)
     if _empty(r, close):
@@ -2717,7 +2790,7 @@ cdef object _ascii_str(Reader* r):
 cdef int _json_one_key_marker(Reader* r, Writer* w, Py_ssize_t depth) except -1:
     """A common one-key marker at r.i (a '{') written as _marker writes it: 1; else 0, nothing read or written.
 
-    (depth <= MAX_DEPTH: the dict's own depth check has passed.)"""
+    (depth <= C_WALK_DEPTH: the dict's own depth check has passed.)"""
     cdef Py_ssize_t save_i = r.i, save_pos = w.pos
     cdef int kind
     cdef bint is_text
@@ -2746,7 +2819,7 @@ cdef int _json_one_key_marker(Reader* r, Writer* w, Py_ssize_t depth) except -1:
                 _m_uuid(w, text)
             return 1
     elif kind == KEY_TD:
-        parts = _build_list(r, 0)
+        parts = _build_list(r, depth)
         if _expect(r, b'}'):
             _m_td(w, parts, depth)
             return 1
@@ -2771,22 +2844,26 @@ cdef int _json_one_key_marker(Reader* r, Writer* w, Py_ssize_t depth) except -1:
 # are {"@cls": [module, name], "@s": state}: written as _instance writes them, whichever key comes first
 # (jsonb puts "@s" first: keys in order of length), so a big text in the state is copied, not made a str.
 
-cdef enum:
-    _CLASS_HEAD_MAX = 512   # GLOBAL, module, name, EMPTY_TUPLE, NEWOBJ of the classes read here
+cdef struct ClassHead:  # where an instance's ["module", "name"] are in the text
+    Py_ssize_t module_at
+    Py_ssize_t module_size
+    Py_ssize_t name_at
+    Py_ssize_t name_size
 
 
 cdef int _json_instance(Reader* r, Writer* w, Py_ssize_t depth) except -1:
     """{"@cls": [module, name], "@s": state} at r.i (a '{'), both names printable ASCII, the class neither a
     BTree's nor copyreg's _reconstructor, and the state no @args/@state wrapper: 1; else 0, nothing read or
-    written.  (depth <= MAX_DEPTH: the dict's own depth check has passed.)"""
-    cdef Py_ssize_t save_i = r.i, save_pos = w.pos, state_at, head_size
-    cdef unsigned char head[_CLASS_HEAD_MAX]
+    written.  (depth <= C_WALK_DEPTH: the dict's own depth check has passed.)  The class is kept as offsets
+    into the text, not copied into this recursive frame."""
+    cdef Py_ssize_t save_i = r.i, save_pos = w.pos, state_at
+    cdef ClassHead head
     r.i += 1
     _ws(r)
     if _at_key(r, b'"@cls"', 6):
-        head_size = _json_class_head(r, head)
-        if head_size > 0 and _expect(r, b',') and _at_key(r, b'"@s"', 4) and _plain_state_ahead(r):
-            _raw(w, head, head_size)
+        if (_json_class_head(r, &head) and _expect(r, b',') and _at_key(r, b'"@s"', 4)
+                and _plain_state_ahead(r)):
+            _class_head_at(r, w, &head, w.pos)
             _json_value(r, w, depth + 1)
             if _expect(r, b'}'):
                 _op(w, BUILD)
@@ -2795,9 +2872,8 @@ cdef int _json_instance(Reader* r, Writer* w, Py_ssize_t depth) except -1:
         state_at = w.pos
         _json_value(r, w, depth + 1)
         if _expect(r, b',') and _at_key(r, b'"@cls"', 6):
-            head_size = _json_class_head(r, head)
-            if head_size > 0 and _expect(r, b'}'):
-                _insert(w, state_at, head, head_size)
+            if _json_class_head(r, &head) and _expect(r, b'}'):
+                _class_head_at(r, w, &head, state_at)
                 _op(w, BUILD)
                 return 1
     r.i = save_i
@@ -2805,37 +2881,47 @@ cdef int _json_instance(Reader* r, Writer* w, Py_ssize_t depth) except -1:
     return 0
 
 
-cdef Py_ssize_t _json_class_head(Reader* r, unsigned char* head) except -1:
-    """The class of an instance at r.i, ["module", "name"], as _instance starts it (GLOBAL, EMPTY_TUPLE, NEWOBJ)
-    into head: its size, r.i after the ']'; 0 for any class _instance treats otherwise, or another spelling."""
-    cdef Py_ssize_t module_at, module_size, name_at, name_size
+cdef bint _json_class_head(Reader* r, ClassHead* head) except -1:
+    """The class of an instance at r.i, ["module", "name"], into *head: True, r.i after the ']'; False for any
+    class _instance treats otherwise, or another spelling."""
     if r.i >= r.n or r.p[r.i] != b'[':
-        return 0
+        return False
     r.i += 1
     _ws(r)
-    module_at = r.i + 1
-    module_size = _quoted_run(r)
-    if module_size <= 0 or not _expect(r, b','):
-        return 0
-    name_at = r.i + 1
-    name_size = _quoted_run(r)
-    if name_size <= 0 or module_size + name_size + 5 > _CLASS_HEAD_MAX:
-        return 0
+    head.module_at = r.i + 1
+    head.module_size = _quoted_run(r)
+    if head.module_size <= 0 or not _expect(r, b','):
+        return False
+    head.name_at = r.i + 1
+    head.name_size = _quoted_run(r)
+    if head.name_size <= 0:
+        return False
     _ws(r)
     if r.i >= r.n or r.p[r.i] != b']':
-        return 0
+        return False
     r.i += 1
-    if ((module_size >= 7 and same_bytes(<const char*>r.p + module_at, b"BTrees.", 7))
-            or (name_size == 14 and same_bytes(<const char*>r.p + name_at, b"_reconstructor", 14))):
-        return 0  # a BTree's state has its own form; copyreg's _reconstructor is a REDUCE
-    head[0] = GLOBAL
-    memcpy(head + 1, r.p + module_at, <size_t>module_size)
-    head[1 + module_size] = 10
-    memcpy(head + 2 + module_size, r.p + name_at, <size_t>name_size)
-    head[2 + module_size + name_size] = 10
-    head[3 + module_size + name_size] = EMPTY_TUPLE
-    head[4 + module_size + name_size] = NEWOBJ
-    return module_size + name_size + 5
+    # A BTree's state has its own form; copyreg's _reconstructor is a REDUCE.
+    return not ((head.module_size >= 7 and same_bytes(<const char*>r.p + head.module_at, b"BTrees.", 7))
+                or (head.name_size == 14 and same_bytes(<const char*>r.p + head.name_at, b"_reconstructor", 14)))
+
+
+cdef int _class_head_at(Reader* r, Writer* w, ClassHead* head, Py_ssize_t at) except -1:
+    """GLOBAL "module\nname\n", EMPTY_TUPLE, NEWOBJ (how _instance starts) put in the output at offset at,
+    what was written from there on moved up."""
+    cdef Py_ssize_t size = head.module_size + head.name_size + 5
+    cdef unsigned char* o
+    _reserve(w, size)
+    memmove(w.buf + at + size, w.buf + at, <size_t>(w.pos - at))
+    o = w.buf + at
+    o[0] = GLOBAL
+    memcpy(o + 1, r.p + head.module_at, <size_t>head.module_size)
+    o[1 + head.module_size] = 10
+    memcpy(o + 2 + head.module_size, r.p + head.name_at, <size_t>head.name_size)
+    o[2 + head.module_size + head.name_size] = 10
+    o[3 + head.module_size + head.name_size] = EMPTY_TUPLE
+    o[4 + head.module_size + head.name_size] = NEWOBJ
+    w.pos += size
+    return 0
 
 
 cdef inline bint _plain_state_ahead(Reader* r) noexcept:
@@ -2852,15 +2938,6 @@ cdef inline bint _plain_state_ahead(Reader* r) noexcept:
     return plain
 
 
-cdef int _insert(Writer* w, Py_ssize_t at, const unsigned char* data, Py_ssize_t size) except -1:
-    """data put in the output at offset at, what was written from there on moved up."""
-    _reserve(w, size)
-    memmove(w.buf + at + size, w.buf + at, <size_t>(w.pos - at))
-    memcpy(w.buf + at, data, <size_t>size)
-    w.pos += size
-    return 0
-
-
 cdef int _json_ns(Reader* r, Writer* w) except -1:
     """The base64 string of an @ns marker at r.i decoded straight into a BINUNICODE (then '}'): 1, if it is canonical
     base64 of strict UTF-8 (what ns_text accepts); else 0 (the caller puts everything back)."""
@@ -2868,7 +2945,7 @@ cdef int _json_ns(Reader* r, Writer* w) except -1:
     if n < 0 or not _expect(r, b'}'):
         return 0
     size = zjc_b64_size(r.p + start, n)
-    if size < 0 or size >= _U32_LIMIT:
+    if size < 0 or <uint64_t>size >= _U32_LIMIT:
         return 0
     _reserve(w, size + 5 + 16)
     head = w.pos
@@ -3028,7 +3105,7 @@ cdef object _json_build(Reader* r, Py_ssize_t level):
     cdef bint is_float = False
     cdef long long small = 0
     cdef double real = 0.0
-    if level > _BUILD_DEPTH or r.i >= r.n:
+    if level > _C_WALK or r.i >= r.n:
         _bail()
     c = r.p[r.i]
     if c == 34:
@@ -3215,7 +3292,7 @@ cdef bytes _pickle_from_text(object text):
     return result
 
 
-def _one_pass_record(str class_mod, str class_name, state_json):
+def _one_pass_record(str class_mod not None, str class_name not None, state_json):
     """encode_zodb_record_from_pg_json's one pass alone, without the normative way it falls back to on any
     error or unusual input (None: not taken).  For the tests: a fallback hides a bug of the pass from them."""
     cdef bint check_utf8 = False

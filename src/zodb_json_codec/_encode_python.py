@@ -42,6 +42,10 @@ def _is_scalar_marker(d: dict) -> bool:
     return False
 
 
+def str_too_long() -> CodecError:
+    return CodecError("invalid pickle data: a string of 4 GiB or more of UTF-8 (protocol 3 cannot hold it)")
+
+
 def _depth_error() -> CodecError:
     return CodecError("invalid pickle data: maximum nesting depth exceeded")
 
@@ -616,7 +620,10 @@ _WRITERS: dict = {
 def _pickle(write: Callable[[_Writer], None], expand_refs: bool) -> bytes:
     w = _Writer(expand_refs)
     w.parts.append(_PROTO3)
-    write(w)
+    try:
+        write(w)
+    except struct.error:  # a 4-byte length that cannot hold it: a string's (an int's would take longer)
+        raise str_too_long() from None
     w.parts.append(b".")
     return b"".join(w.parts)
 
@@ -694,11 +701,12 @@ def public_functions(pickle_value: Callable[[Any], bytes]) -> tuple:
     return dict_to_pickle, json_to_pickle
 
 
-def _pickle_value(value: Any) -> bytes:
+def pickle_value(value: Any) -> bytes:
+    """One pickle of value (the Cython twin's for values nested deeper than its C walk goes)."""
     return _pickle(lambda w: w.value(value, 0), False)
 
 
-dict_to_pickle, json_to_pickle = public_functions(_pickle_value)
+dict_to_pickle, json_to_pickle = public_functions(pickle_value)
 
 
 def record_from_json(class_mod: Any, class_name: Any, state_json: Any, encode: Callable[[Any], bytes]) -> bytes:

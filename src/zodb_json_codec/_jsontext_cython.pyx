@@ -17,6 +17,7 @@ into a buffer of the C allocator (which needs no GIL).
 
 cimport cython
 from cpython.long cimport PyLong_FromVoidPtr
+from cpython.pyport cimport PY_SSIZE_T_MAX
 from cpython.exc cimport PyErr_Clear
 from cpython.mem cimport PyMem_Free
 from cpython.bytes cimport PyBytes_AS_STRING
@@ -27,6 +28,7 @@ from libc.math cimport fabs, signbit
 from libc.string cimport memcpy
 
 from . import _jsontext_python
+from ._common import C_WALK_DEPTH
 from ._jsontext_python import pretty_json_text, sanitize_for_pg  # noqa: F401 (re-exported for _decode_cython)
 
 cdef extern from "_utf8.h":
@@ -59,20 +61,25 @@ ESCAPE[0x08] = 2
 ESCAPE[0x0C] = 2
 
 cdef const char* HEX = b"0123456789abcdef"
-cdef Py_ssize_t DEPTH_LIMIT = _jsontext_python.JSON_DEPTH_LIMIT  # deeper: the Python twin's writer decides
+cdef Py_ssize_t DEPTH_LIMIT = C_WALK_DEPTH  # deeper: the Python twin's writer (no deep C recursion here)
 cdef int F_NUL = _jsontext_python.F_NUL  # the decoder flag of U+0000 in some text
 cdef int F_EXP_FLOAT = _jsontext_python.F_EXP_FLOAT  # of a float that repr writes with an exponent
 
 
 cdef int _grow(Buffer* out, Py_ssize_t extra) noexcept nogil:
-    """Room for extra more bytes; -1 when memory runs out (the C allocator: no GIL needed)."""
-    cdef Py_ssize_t want = out.size + extra
-    cdef Py_ssize_t capacity
+    """Room for extra more bytes; -1 when memory runs out (the C allocator: no GIL needed), or when the size
+    would pass what a Py_ssize_t holds (a 32-bit build's 2 GiB)."""
+    cdef Py_ssize_t want, capacity
     cdef char* grown
+    if extra > PY_SSIZE_T_MAX - out.size:
+        return -1
+    want = out.size + extra
     if want <= out.capacity:
         return 0
-    capacity = out.capacity * 2
+    capacity = out.capacity
     while capacity < want:
+        if capacity > PY_SSIZE_T_MAX // 2:
+            return -1
         capacity *= 2
     if out.data == out.inline:
         grown = <char*>malloc(capacity)

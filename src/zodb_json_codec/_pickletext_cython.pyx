@@ -20,6 +20,7 @@ Python twin's output is the definition (``tests/test_direct_lane.py``).
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.pyport cimport PY_SSIZE_T_MAX
 from libc.math cimport isinf, isnan, signbit
 from libc.stdint cimport int64_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
@@ -31,6 +32,8 @@ from ._jsontext_cython cimport (INLINE_CAPACITY, Buffer, _digits_before, _escape
                                 _text, _write_float)
 from ._opcodes cimport Opcode as Op
 from ._pickletext_cython cimport ClassPickle
+
+from ._common import C_WALK_DEPTH
 
 
 cdef extern from "_utf8.h":
@@ -69,10 +72,16 @@ cdef struct Node:
     Py_ssize_t name_size
     Py_ssize_t klass      # K_REF: its K_CLASS node, or -1 for None; K_CALL, K_NEW: the class called
     Py_ssize_t state      # K_NEW: what BUILD gave it, or -1
+    Py_ssize_t weight     # at least the decoder's weight of its value (_decode_common.weight), to bound
+                          # what the memo repeats as the decoder does (_memo_get)
 
+
+# Deeper states take the usual way (its limit is 1000): no deep C recursion here (_common.C_WALK_DEPTH).
+cdef Py_ssize_t MAX_LANE_DEPTH = C_WALK_DEPTH
+# A node's weight stops growing here (the lane declines long before: no overflow, even on 32 bits).
+cdef Py_ssize_t MAX_WEIGHT = PY_SSIZE_T_MAX // 4
 
 cdef enum:
-    MAX_LANE_DEPTH = 100     # deeper states take the usual way (its limit is 1000; no deep C recursion here)
     INLINE_NODES = 64
     INLINE_SLOTS = 64        # stack, marks and memo entries
     MAX_MEMO_INDEX = 1 << 16  # a LONG_BINPUT beyond: the usual way
@@ -98,6 +107,8 @@ cdef struct Lane:
     Slots memo               # node index by memo index; -1: not this pickle's (the class pickle's, or unset)
     Slots refs               # the oids' offsets, in document order
     ClassPickle* klass       # the record's class pickle, whose memo entries the state may GET
+    Py_ssize_t fetched       # the weight of the nodes GET gave again, and what it may be: over the
+    Py_ssize_t budget        # decoder's expansion budget, the lane declines (the decoder refuses such records)
     Node inline_nodes[INLINE_NODES]
 
 
@@ -115,8 +126,10 @@ cdef inline void _free_slots(Slots* s) noexcept nogil:
 cdef void* _grown(void* items, void* inline_items, Py_ssize_t count, Py_ssize_t capacity,
                   size_t item_size) noexcept nogil:
     """An array of count items, inline or on the heap, moved to a heap block of capacity items (NULL when
-    memory runs out; the inline ones stay where they are)."""
+    memory runs out, or its size would not fit a Py_ssize_t; the inline ones stay where they are)."""
     cdef void* block
+    if <size_t>capacity > <size_t>PY_SSIZE_T_MAX / item_size:
+        return NULL
     if items != inline_items:
         return realloc(items, capacity * item_size)
     block = malloc(capacity * item_size)
@@ -130,6 +143,8 @@ cdef int _room(Slots* s, Py_ssize_t want) noexcept nogil:
     cdef Py_ssize_t capacity = s.capacity
     cdef Py_ssize_t* grown
     while capacity < want:
+        if capacity > PY_SSIZE_T_MAX // 2:
+            return -1
         capacity *= 2
     grown = <Py_ssize_t*>_grown(s.items, s.inline, s.count, capacity, sizeof(Py_ssize_t))
     if grown == NULL:
@@ -157,6 +172,8 @@ cdef Py_ssize_t _alloc_node(Lane* lane, Kind kind) noexcept nogil:
     cdef Py_ssize_t i = lane.node_count, capacity
     cdef Node* grown
     if i == lane.node_capacity:
+        if lane.node_capacity > PY_SSIZE_T_MAX // 2:
+            return -1
         capacity = 2 * lane.node_capacity
         grown = <Node*>_grown(lane.nodes, lane.inline_nodes, i, capacity, sizeof(Node))
         if grown == NULL:
@@ -168,7 +185,15 @@ cdef Py_ssize_t _alloc_node(Lane* lane, Kind kind) noexcept nogil:
     lane.nodes[i].start = -1
     lane.nodes[i].size = 0
     lane.nodes[i].next = -1
+    # {"@t": [...]}; a dict, which the decoder may write as {"@d": [[k, v], ...]} (each of its items then
+    # weighs one more: _adopt); any other value
+    lane.nodes[i].weight = 5 if kind == K_TUPLE or kind == K_DICT else 1
     return i
+
+
+cdef inline void _weigh(Node* node, Py_ssize_t more) noexcept nogil:
+    """node.weight += more, saturating at MAX_WEIGHT."""
+    node.weight = MAX_WEIGHT if more > MAX_WEIGHT - node.weight else node.weight + more
 
 
 cdef inline Py_ssize_t _new_node(Lane* lane, Kind kind) noexcept nogil:
@@ -193,6 +218,7 @@ cdef inline void _adopt(Lane* lane, Py_ssize_t parent, Py_ssize_t child) noexcep
     node.last = child
     node.size += 1
     lane.nodes[child].next = -1
+    _weigh(node, lane.nodes[child].weight + (node.kind == K_DICT))
 
 
 cdef inline bint _plain_ascii(const unsigned char* p, Py_ssize_t n) noexcept nogil:
@@ -222,6 +248,8 @@ cdef Py_ssize_t _read_span(Lane* lane, Kind kind, Py_ssize_t pos, Py_ssize_t n) 
         return -1
     lane.nodes[i].start = pos
     lane.nodes[i].size = n
+    # a str (code points: at most its bytes), {"@b": base64}, or a big int's {"@bi": digits}
+    lane.nodes[i].weight = 1 + n if kind == K_TEXT else 5 + 4 * ((n + 2) // 3) if kind == K_BYTES else 48
     return pos + n
 
 
@@ -342,7 +370,8 @@ cdef bint _immutable(Lane* lane, Py_ssize_t i) noexcept nogil:
 
 cdef int _memo_get(Lane* lane, Py_ssize_t index) noexcept nogil:
     """BINGET, LONG_BINGET of a value this pickle (or the class pickle) put: a copy of its node, which
-    shares its children (one parent each: a node's next is its place in its parent)."""
+    shares its children (one parent each: a node's next is its place in its parent).  Declined once the
+    nodes given again weigh more than the decoder's expansion budget: its weights bound the decoder's."""
     cdef Py_ssize_t source, i
     if index < lane.memo.count and lane.memo.items[index] >= 0:
         source = lane.memo.items[index]
@@ -350,6 +379,9 @@ cdef int _memo_get(Lane* lane, Py_ssize_t index) noexcept nogil:
         source = _class_entry(lane, index)
     if source < 0 or not _immutable(lane, source):
         return -1
+    if lane.nodes[source].weight > lane.budget - lane.fetched:
+        return -1
+    lane.fetched += lane.nodes[source].weight
     i = _new_node(lane, lane.nodes[source].kind)
     if i < 0:
         return -1
@@ -384,11 +416,18 @@ cdef Py_ssize_t _read_global(Lane* lane, Py_ssize_t pos) noexcept nogil:
     i = _new_node(lane, K_CLASS)
     if i < 0:
         return -1
-    lane.nodes[i].start = pos
-    lane.nodes[i].size = module_end - pos
-    lane.nodes[i].name_start = module_end + 1
-    lane.nodes[i].name_size = name_end - module_end - 1
+    _class_node(&lane.nodes[i], pos, module_end - pos, module_end + 1, name_end - module_end - 1)
     return name_end + 1
+
+
+cdef inline void _class_node(Node* node, Py_ssize_t module_start, Py_ssize_t module_size, Py_ssize_t name_start,
+                             Py_ssize_t name_size) noexcept nogil:
+    """A K_CLASS node of these names: {"@cls": [module, name]} weighs 9 and their lengths."""
+    node.start = module_start
+    node.size = module_size
+    node.name_start = name_start
+    node.name_size = name_size
+    node.weight = 9 + module_size + name_size
 
 
 cdef int _persistent_ref(Lane* lane) noexcept nogil:
@@ -418,6 +457,8 @@ cdef int _persistent_ref(Lane* lane) noexcept nogil:
         return -1
     lane.nodes[i].start = lane.nodes[oid].start
     lane.nodes[i].klass = klass
+    # {"@ref": ["<16 hex digits>", "module.Name"]}: 26 and the names (the oid alone: 23)
+    lane.nodes[i].weight = 26 + (lane.nodes[klass].weight - 9 if klass >= 0 else 0)
     return 0
 
 
@@ -441,10 +482,7 @@ cdef Py_ssize_t _class_entry(Lane* lane, Py_ssize_t index) noexcept nogil:
         i = _alloc_node(lane, K_CLASS)
         if i < 0:
             return -1
-        lane.nodes[i].start = klass.module_start
-        lane.nodes[i].size = klass.module_size
-        lane.nodes[i].name_start = klass.name_start
-        lane.nodes[i].name_size = klass.name_size
+        _class_node(&lane.nodes[i], klass.module_start, klass.module_size, klass.name_start, klass.name_size)
     else:
         if index > 1:
             return -1
@@ -453,6 +491,7 @@ cdef Py_ssize_t _class_entry(Lane* lane, Py_ssize_t index) noexcept nogil:
             return -1
         lane.nodes[i].start = klass.name_start if index else klass.module_start
         lane.nodes[i].size = klass.name_size if index else klass.module_size
+        lane.nodes[i].weight = 1 + lane.nodes[i].size
     return i if _memo_put_node(lane, index, i) == 0 else -1
 
 
@@ -474,6 +513,14 @@ cdef int _call(Lane* lane, Kind kind) noexcept nogil:
     lane.nodes[i].size = lane.nodes[args].size
     lane.nodes[i].klass = klass
     lane.nodes[i].state = -1
+    # The decoder's marker of the call, generic ({"@reduce": {"callable": ..., "args": {"@t": [...]}}}: 29,
+    # the class and the arguments) or a known type's (a pytz zone's name twice: its first argument), or of the
+    # object ({"@cls": [...], "@s": {"@args": {"@t": [...]}, "@state": ...}}: 31, the class and arguments).
+    lane.nodes[i].weight = 64 if kind == K_CALL else 31
+    _weigh(&lane.nodes[i], lane.nodes[klass].weight)
+    _weigh(&lane.nodes[i], lane.nodes[args].weight)
+    if kind == K_CALL and lane.nodes[args].start >= 0 and lane.nodes[lane.nodes[args].start].kind == K_TEXT:
+        _weigh(&lane.nodes[i], lane.nodes[lane.nodes[args].start].weight)
     return 0
 
 
@@ -487,13 +534,23 @@ cdef int _build(Lane* lane) noexcept nogil:
         return -1
     lane.nodes[target].state = lane.stack.items[top - 1]
     lane.stack.count = top - 1
+    # The state; a BTree's flattened ({"@kv": [[k, v], ...]}: a list more for each two items) twice.
+    _weigh(&lane.nodes[target], lane.nodes[lane.nodes[target].state].weight)
+    if _is_btree_class(lane, &lane.nodes[lane.nodes[target].klass]):
+        _weigh(&lane.nodes[target], lane.nodes[lane.nodes[target].state].weight)
     return 0
+
+
+cdef inline bint _is_btree_class(Lane* lane, Node* klass) noexcept nogil:
+    """A class of the BTrees package (their states are the decoder's to flatten)."""
+    return klass.size >= 6 and memcmp(lane.p + klass.start, b"BTrees", 6) == 0
 
 
 cdef Py_ssize_t _read_state(Lane* lane, Py_ssize_t pos) noexcept nogil:
     """The root node of the pickle at pos, or -1: something the lane does not take."""
     cdef const unsigned char* p = lane.p
     cdef Py_ssize_t end = lane.end, n = 0, m
+    cdef uint64_t u
     cdef unsigned char op
     while 0 <= pos < end:
         op = p[pos]
@@ -507,8 +564,12 @@ cdef Py_ssize_t _read_state(Lane* lane, Py_ssize_t pos) noexcept nogil:
         elif op == Op.BINUNICODE or op == Op.BINBYTES or op == Op.LONG_BINPUT or op == Op.LONG_BINGET:
             if end - pos < 4:
                 return -1
-            n = <Py_ssize_t>_le(p + pos, 4)  # a four-byte argument
+            u = _le(p + pos, 4)  # a four-byte argument, compared unsigned before the cast
             pos += 4
+            if u > (<uint64_t>MAX_MEMO_INDEX if op == Op.LONG_BINPUT or op == Op.LONG_BINGET
+                    else <uint64_t>(end - pos)):
+                return -1
+            n = <Py_ssize_t>u
         if op == Op.SHORT_BINUNICODE or op == Op.BINUNICODE:
             pos = _read_span(lane, K_TEXT, pos, n)
         elif op == Op.BINPUT or op == Op.LONG_BINPUT:
@@ -796,7 +857,7 @@ cdef int _write_instance(Lane* lane, Out* out, Node* obj, int depth) noexcept no
     cdef Node* klass = &lane.nodes[obj.klass]
     cdef unsigned char be[16]
     cdef Py_ssize_t child
-    if obj.state < 0 or (klass.size >= 6 and memcmp(lane.p + klass.start, b"BTrees", 6) == 0):
+    if obj.state < 0 or _is_btree_class(lane, klass):
         return 1
     if obj.size == 0 and _named(lane, klass, b"uuid", 4, b"UUID", 4) and \
             _uuid_bytes(lane, &lane.nodes[obj.state], be):
@@ -1033,6 +1094,8 @@ cdef int _write_node(Lane* lane, Out* out, Py_ssize_t i, int depth) noexcept nog
     cdef Kind kind = node.kind
     cdef Py_ssize_t child
     cdef bint first = True
+    if depth >= MAX_LANE_DEPTH and (kind == K_CALL or kind == K_NEW or kind >= K_DICT):
+        return 1  # its parts are written one level down: no deeper C recursion
     if kind == K_TEXT:
         return _write_text(lane, out, node, True)
     if kind == K_INT:
@@ -1057,7 +1120,7 @@ cdef int _write_node(Lane* lane, Out* out, Py_ssize_t i, int depth) noexcept nog
         return _emit(out, b"true", 4)
     if kind == K_FALSE:
         return _emit(out, b"false", 5)
-    if depth >= MAX_LANE_DEPTH or (kind == K_DICT and not _plain_keys(lane, node)):
+    if kind == K_DICT and not _plain_keys(lane, node):
         return 1
     if kind == K_DICT:
         _emit_char(out, 123)  # {
@@ -1210,15 +1273,16 @@ cdef inline uint64_t _class_hash(const unsigned char* p, Py_ssize_t n) noexcept 
     return h
 
 
-cdef object plain_state_text(bytes data, ClassPickle* klass, int btree, list refs):
+cdef object plain_state_text(bytes data, ClassPickle* klass, int btree, list refs, Py_ssize_t budget):
     """The PostgreSQL JSON text of the record's state pickle, its references' oids appended to refs; or
-    None: not for the lane (or a record of a class whose states the lane declined just before)."""
+    None: not for the lane (or a record of a class whose states the lane declined just before).  budget:
+    the record's expansion budget (_decode_common.expansion_budget)."""
     cdef uint64_t hashed = _class_hash(<const unsigned char*>PyBytes_AS_STRING(data), klass.stop)
     cdef Py_ssize_t slot = <Py_ssize_t>(hashed % DECLINE_SLOTS)
     if _declined_class[slot] == hashed and _skips_left[slot]:
         _skips_left[slot] -= 1
         return None
-    result = lane_text(data, klass, btree, refs)
+    result = lane_text(data, klass, btree, refs, budget)
     if result is None:
         _declined_class[slot] = hashed
         _skips_left[slot] = SKIPS_AFTER_DECLINE
@@ -1227,7 +1291,7 @@ cdef object plain_state_text(bytes data, ClassPickle* klass, int btree, list ref
     return result
 
 
-cdef object lane_text(bytes data, ClassPickle* klass, int btree, list refs):
+cdef object lane_text(bytes data, ClassPickle* klass, int btree, list refs, Py_ssize_t budget):
     """plain_state_text, always walking the state (the tests call this).  The walk and the writing touch
     no Python object: for a record of NOGIL_RECORD bytes and more they run with the GIL released, so
     that threads storing big objects run at once."""
@@ -1239,6 +1303,8 @@ cdef object lane_text(bytes data, ClassPickle* klass, int btree, list refs):
     lane.nodes = lane.inline_nodes
     lane.node_count = 0
     lane.node_capacity = INLINE_NODES
+    lane.fetched = 0
+    lane.budget = budget
     _init_slots(&lane.stack)
     _init_slots(&lane.marks)
     _init_slots(&lane.memo)

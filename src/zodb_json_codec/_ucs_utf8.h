@@ -318,14 +318,17 @@ ZJC_ALWAYS_INLINE void zjc_units_of_width(int kind, const unsigned char *p, Py_s
     Py_UCS2 *o2 = (Py_UCS2 *)data;
     Py_UCS4 *o4 = (Py_UCS4 *)data;
     Py_ssize_t i = 0, j = 0;
-    int k, size;
+    int size;
     Py_UCS4 c;
+#if !(defined(__SSE2__) && defined(__GNUC__) && !defined(ZJC_NO_SIMD))
+    (void)chars;  /* only the 16-byte steps need it */
+#endif
     while (i < n) {
 #if defined(__SSE2__) && defined(__GNUC__) && !defined(ZJC_NO_SIMD)
         if (p[i] < 0x80 && i + 16 <= n && j + 16 <= chars) {
             const __m128i x = _mm_loadu_si128((const __m128i *)(p + i)), zero = _mm_setzero_si128();
             const int mask = _mm_movemask_epi8(x);
-            k = mask ? __builtin_ctz((unsigned int)mask) : 16;  /* the ASCII bytes it begins with: 1 or more */
+            const int k = mask ? __builtin_ctz((unsigned int)mask) : 16;  /* the ASCII bytes it begins with */
             {
                 if (kind == 1) {
                     _mm_storeu_si128((__m128i *)(o1 + j), x);
