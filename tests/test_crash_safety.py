@@ -586,3 +586,44 @@ def test_test_helpers_take_no_none():
         _decode_cython._direct_lane_record(None)
     with pytest.raises(TypeError):
         _encode_cython._one_pass_record("m", None, "{}")
+
+
+# -- class names the GLOBAL opcode cannot carry -----------------------------------------------------------------
+
+SURROGATE_CLASSES = [["a\udc95b", "C"], ["m", "\ud800"], ["m\udfff.n", "C"]]
+
+
+def global_routes(module: str, name: str) -> List[tuple]:
+    """(function, argument) pairs that write GLOBAL "module\\nname\\n": an instance in a state, a reduce's
+    callable (through the value encoder, the JSON text reader and the record encoder), a record's compact
+    @ref (dict_to_pickle's @ref is the verbose form: its id, a list of strs, is no GLOBAL)."""
+    instance = {"x": {"@cls": [module, name], "@s": {"a": 1}}}
+    reduce = {"x": {"@reduce": {"callable": {"@cls": [module, name]}, "args": {"@t": [1]}}}}
+    routes = []
+    for value in (instance, reduce):
+        routes += [("dict_to_pickle", value), ("json_to_pickle", json.dumps(value)),
+                   ("encode_zodb_record", {"@cls": ["m", "C"], "@s": value})]
+    reference = {"@cls": ["m", "C"], "@s": {"x": {"@ref": ["0000000000000001", f"{module}.{name}"]}}}
+    return routes + [("encode_zodb_record", reference)]
+
+
+@pytest.mark.parametrize("module,name", SURROGATE_CLASSES)
+def test_class_names_with_lone_surrogates_are_refused(twins, module, name):
+    """A lone surrogate has no strict UTF-8: written into a GLOBAL line it would make a pickle that no decoder
+    (ours, pickle's) reads back. Both twins refuse it; a record's own class (a tuple of strs, not a GLOBAL)
+    keeps it like any other str."""
+    for fn, argument in global_routes(module, name):
+        result = same_outcomes(twins, fn, argument)
+        assert is_value_error(result, "not UTF-8 text"), (fn, argument, result)
+    record = {"@cls": [module, name], "@s": {"a": 1}}
+    data = same_outcomes(twins, "encode_zodb_record", record)[1]
+    assert same_outcomes(twins, "decode_zodb_record", data) == ("ok", record)
+
+
+def test_non_ascii_class_names_still_round_trip(twins):
+    for fn, argument in global_routes("modül", "Ça"):
+        data = same_outcomes(twins, fn, argument)
+        assert data[0] == "ok", (fn, data)
+        decode = "decode_zodb_record" if fn == "encode_zodb_record" else "pickle_to_dict"
+        back = same_outcomes(twins, decode, data[1])
+        assert back == ("ok", json.loads(argument) if fn == "json_to_pickle" else argument), (fn, back)

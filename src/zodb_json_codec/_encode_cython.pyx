@@ -36,8 +36,8 @@ from . import _encode_known, _known
 from ._common import C_WALK_DEPTH, CodecError, b64decode, decimal_to_int, float_from_marker
 from ._known import btree_kind, unescape_key
 from . import _encode_python
-from ._encode_python import (ns_text, public_functions, record_from_json, record_parts, reduce_parts, str_too_long,
-                             su_text)
+from ._encode_python import (CLASS_NOT_UTF8, ns_text, public_functions, record_from_json, record_parts, reduce_parts,
+                             str_too_long, su_text)
 
 cdef extern from "Python.h":
     bint PyUnicode_IS_ASCII(object o)
@@ -344,8 +344,29 @@ class _Deeper(Exception):
     """The value is nested deeper than the C walk goes: the public function hands it to the Python twin."""
 
 
+cdef object _DEEPER = _Deeper
+
+
 cdef int _deeper() except -1:
     raise _Deeper()
+
+
+cdef extern from *:
+    """
+    /* f(arg), or a new reference to None where f raised exc_type (that error cleared).  The public
+       functions' way to catch _Deeper: a try statement saves and restores the thread's exception
+       state on every call, which shows on small records (benchmarks/instructions.py encode). */
+    static PyObject *zjc_call_unless_raised(PyObject *(*f)(PyObject *), PyObject *arg, PyObject *exc_type) {
+        PyObject *result = f(arg);
+        if (result == NULL && PyErr_ExceptionMatches(exc_type)) {
+            PyErr_Clear();
+            Py_INCREF(Py_None);
+            return Py_None;
+        }
+        return result;
+    }
+    """
+    object zjc_call_unless_raised(object (*f)(object), object arg, object exc_type)
 
 _Global = _encode_known.Global
 _Call = _encode_known.Call
@@ -655,19 +676,6 @@ cdef int _bytes(Writer* w, bytes raw) except -1:
     return _raw(w, <const char*>raw, n)
 
 
-cdef int _utf8(Writer* w, str s) except -1:
-    """s.encode("utf-8", "surrogatepass")."""
-    cdef Py_ssize_t n
-    cdef const char* utf8
-    zjc_unicode_ready(s)
-    if PyUnicode_IS_ASCII(s):
-        return _raw(w, PyUnicode_DATA(s), PyUnicode_GET_LENGTH(s))
-    utf8 = zjc_utf8(s, &n)  # CPython keeps it with the str, as the Rust codec has it do
-    if utf8 != NULL:
-        return _raw(w, utf8, n)
-    return _utf8_surrogates(w, s)
-
-
 cdef int _utf8_surrogates(Writer* w, str s) except -1:
     """UTF-8 of a str with lone surrogates (Python 2 era data), each encoded like any other code point."""
     cdef Py_ssize_t n = PyUnicode_GET_LENGTH(s), i
@@ -793,10 +801,23 @@ cdef int _global(Writer* w, object module, object name) except -1:
             or PyUnicode_FindChar(name, 10, 0, PyUnicode_GET_LENGTH(name), 1) >= 0):
         raise CodecError("invalid pickle data: class module or name contains a newline")
     _op(w, GLOBAL)
-    _utf8(w, <str>module)
+    _class_utf8(w, <str>module)
     _op(w, 10)
-    _utf8(w, <str>name)
+    _class_utf8(w, <str>name)
     return _op(w, 10)
+
+
+cdef int _class_utf8(Writer* w, str s) except -1:
+    """s.encode("utf-8"), strict: a GLOBAL line with a lone surrogate could not be read back."""
+    cdef Py_ssize_t n
+    cdef const char* utf8
+    zjc_unicode_ready(s)
+    if PyUnicode_IS_ASCII(s):
+        return _raw(w, PyUnicode_DATA(s), PyUnicode_GET_LENGTH(s))
+    utf8 = zjc_utf8(s, &n)
+    if utf8 == NULL:
+        raise CodecError(CLASS_NOT_UTF8)
+    return _raw(w, utf8, n)
 
 
 cdef int _global_dotted(Writer* w, str dotted) except -1:
@@ -827,10 +848,10 @@ cdef int _global_dotted(Writer* w, str dotted) except -1:
     _op(w, GLOBAL)
     if PyUnicode_FindChar(dotted, 46, 0, n, -1) < 0:
         _op(w, 10)
-        _utf8(w, dotted)
+        _class_utf8(w, dotted)
     else:
         start = w.pos
-        _utf8(w, dotted)
+        _class_utf8(w, dotted)
         # UTF-8 has no other 0x2e byte: the last one is the last dot.
         i = w.pos - 1
         while i >= start and w.buf[i] != 46:
@@ -2141,13 +2162,13 @@ def encode_zodb_record(obj):
     Raises TypeError for a non-dict argument or an unencodable Python value,
     ValueError for malformed markers.
     """
-    try:
-        return _record(obj)
-    except _Deeper:
+    result = zjc_call_unless_raised(_record, obj, _DEEPER)
+    if result is None:  # deeper than the C walk goes
         return _encode_python.encode_zodb_record(obj)
+    return result
 
 
-cdef bytes _record(obj):
+cdef object _record(object obj):
     """encode_zodb_record of a value within the C walk's depth."""
     cdef PyObject* p
     cdef PyObject* s
@@ -2257,10 +2278,14 @@ cdef bytes _pickle(object value, bint expand_refs=False):
 
 
 def _pickle_value(value):
-    try:
-        return _pickle(value)
-    except _Deeper:
+    result = zjc_call_unless_raised(_pickle_one, value, _DEEPER)
+    if result is None:  # deeper than the C walk goes
         return _encode_python.pickle_value(value)
+    return result
+
+
+cdef object _pickle_one(object value):
+    return _pickle(value)
 
 
 dict_to_pickle, _json_to_pickle_by_value = public_functions(_pickle_value)

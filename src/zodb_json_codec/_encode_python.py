@@ -42,6 +42,10 @@ def _is_scalar_marker(d: dict) -> bool:
     return False
 
 
+# The Cython twin raises the same text (imported from here).
+CLASS_NOT_UTF8 = "invalid pickle data: class module or name is not UTF-8 text (a lone surrogate)"
+
+
 def str_too_long() -> CodecError:
     return CodecError("invalid pickle data: a string of 4 GiB or more of UTF-8 (protocol 3 cannot hold it)")
 
@@ -180,8 +184,11 @@ class _Writer:
             raise CodecError("invalid pickle data: @cls must be [module, name] strings")
         if "\n" in module or "\n" in name:
             raise CodecError("invalid pickle data: class module or name contains a newline")
-        self.parts.append(b"c" + module.encode("utf-8", "surrogatepass") + b"\n"
-                          + name.encode("utf-8", "surrogatepass") + b"\n")
+        try:  # strict: a lone surrogate is no UTF-8 that a GLOBAL line can be read back as
+            line = b"c" + module.encode("utf-8") + b"\n" + name.encode("utf-8") + b"\n"
+        except UnicodeEncodeError:
+            raise CodecError(CLASS_NOT_UTF8) from None
+        self.parts.append(line)
 
     # -- the walk ----------------------------------------------------------------
 
