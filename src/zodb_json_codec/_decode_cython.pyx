@@ -1195,20 +1195,34 @@ cdef object _lazy_class_entry(_Context ctx, uint64_t idx):
 cdef inline object _fetched(_Context ctx, object v, Py_ssize_t start):
     """A value fetched from the memo (or DUP) at start: noted if it could be mutated later (a cycle), its
     weight counted against the expansion budget (_decode_python._fetched's twin)."""
+    cdef PyObject* names
     if type(v) is str:
         ctx.fetched += 1 + PyUnicode_GET_LENGTH(v)
     elif type(v) is list or type(v) is dict:
-        if type(v) is list or not _is_one_key(v, "@cls"):
-            # A class marker cannot be mutated: SETITEMS on it is an error and
-            # BUILD wraps it in a new @inst.
+        names = _only_value(v, "@cls") if type(v) is dict else NULL
+        if names == NULL:
             _share(ctx, v)
-        if not ctx.cyclic:  # else it may hold itself: _decode_common.finish weighs the whole value
-            ctx.fetched += _weight(v, ctx.budget - ctx.fetched)
+            if not ctx.cyclic:  # else it may hold itself: _decode_common.finish weighs the whole value
+                ctx.fetched += _weight(v, ctx.budget - ctx.fetched)
+        else:
+            # A class marker (most of what records fetch: a GLOBAL's memo entry) cannot be mutated: SETITEMS
+            # on it is an error and BUILD wraps it in a new @inst.  Its weight, as _weight counts it.
+            ctx.fetched += _class_marker_weight(v, names, ctx.budget - ctx.fetched)
     else:
         ctx.fetched += _weight(v, 0)
     if ctx.fetched > ctx.budget:
         raise expansion_error(ctx.budget, start)
     return v
+
+
+cdef inline Py_ssize_t _class_marker_weight(object marker, PyObject* names, Py_ssize_t limit) except -1:
+    """_weight({"@cls": [module, name]}) read at once: the dict, its key, the list and the two strs."""
+    if (type(<object>names) is list and PyList_GET_SIZE(<object>names) == 2
+            and type(<object>PyList_GET_ITEM(<object>names, 0)) is str
+            and type(<object>PyList_GET_ITEM(<object>names, 1)) is str):
+        return (9 + PyUnicode_GET_LENGTH(<object>PyList_GET_ITEM(<object>names, 0))
+                + PyUnicode_GET_LENGTH(<object>PyList_GET_ITEM(<object>names, 1)))
+    return _weight(marker, limit)
 
 
 cdef struct _Part:      # a container being weighed, and where in it the walk is

@@ -186,7 +186,7 @@ cdef Py_ssize_t _alloc_node(Lane* lane, Kind kind) noexcept nogil:
     lane.nodes[i].size = 0
     lane.nodes[i].next = -1
     # {"@t": [...]}; a dict, which the decoder may write as {"@d": [[k, v], ...]} (each of its items then
-    # weighs one more: _adopt); any other value
+    # weighs one more: _adopt_stack_items); any other value
     lane.nodes[i].weight = 5 if kind == K_TUPLE or kind == K_DICT else 1
     return i
 
@@ -209,16 +209,24 @@ cdef inline Py_ssize_t _fence(Lane* lane) noexcept nogil:
     return lane.marks.items[lane.marks.count - 1] if lane.marks.count else 0
 
 
-cdef inline void _adopt(Lane* lane, Py_ssize_t parent, Py_ssize_t child) noexcept nogil:
+cdef inline void _adopt_stack_items(Lane* lane, Py_ssize_t parent, Py_ssize_t from_slot) noexcept nogil:
+    """The nodes of stack[from_slot:] appended to parent's children, their weights added to its own (a dict's
+    items one more each: _alloc_node), once."""
     cdef Node* node = &lane.nodes[parent]
-    if node.start < 0:
-        node.start = child
-    else:
-        lane.nodes[node.last].next = child
-    node.last = child
-    node.size += 1
-    lane.nodes[child].next = -1
-    _weigh(node, lane.nodes[child].weight + (node.kind == K_DICT))
+    cdef Py_ssize_t j, child, added = 0, most = MAX_WEIGHT
+    for j in range(from_slot, lane.stack.count):
+        child = lane.stack.items[j]
+        if node.start < 0:
+            node.start = child
+        else:
+            lane.nodes[node.last].next = child
+        node.last = child
+        lane.nodes[child].next = -1
+        added = most if lane.nodes[child].weight > most - added else added + lane.nodes[child].weight
+    node.size += lane.stack.count - from_slot
+    if node.kind == K_DICT:
+        _weigh(node, lane.stack.count - from_slot)
+    _weigh(node, added)
 
 
 cdef inline bint _plain_ascii(const unsigned char* p, Py_ssize_t n) noexcept nogil:
@@ -297,11 +305,10 @@ cdef Py_ssize_t _read_float(Lane* lane, Py_ssize_t pos) noexcept nogil:
 
 cdef int _fill(Lane* lane, Kind kind, Py_ssize_t from_slot) noexcept nogil:
     """The stack items from from_slot up become the children of a new node of kind, pushed in their place."""
-    cdef Py_ssize_t i = _alloc_node(lane, kind), j
+    cdef Py_ssize_t i = _alloc_node(lane, kind)
     if i < 0:
         return -1
-    for j in range(from_slot, lane.stack.count):
-        _adopt(lane, i, lane.stack.items[j])
+    _adopt_stack_items(lane, i, from_slot)
     lane.stack.count = from_slot
     return _push_slot(&lane.stack, i)
 
@@ -316,14 +323,13 @@ cdef inline Py_ssize_t _pop_mark(Lane* lane) noexcept nogil:
 
 cdef int _add_children(Lane* lane, Kind kind, Py_ssize_t target_slot, Py_ssize_t from_slot) noexcept nogil:
     """SETITEM(S), APPEND(S): stack[from_slot:] added to the container of kind at stack[target_slot]."""
-    cdef Py_ssize_t target, j
+    cdef Py_ssize_t target
     if target_slot < 0 or target_slot < _fence(lane) or from_slot > lane.stack.count:
         return -1
     target = lane.stack.items[target_slot]
     if lane.nodes[target].kind != kind or (kind == K_DICT and (lane.stack.count - from_slot) % 2):
         return -1
-    for j in range(from_slot, lane.stack.count):
-        _adopt(lane, target, lane.stack.items[j])
+    _adopt_stack_items(lane, target, from_slot)
     lane.stack.count = from_slot
     return 0
 
