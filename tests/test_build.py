@@ -38,7 +38,8 @@ BUILD_VARS = (
 WARNING = "WARNING: zodb-json-codec:"
 REQUIRED_ERROR = "CythonTwinsUnavailable: the Cython twins of zodb-json-codec are required, but"
 
-pytestmark = pytest.mark.skipif(not (ROOT / "setup.py").exists(), reason="no source tree beside the tests")
+pytestmark = [pytest.mark.skipif(not (ROOT / "setup.py").exists(), reason="no source tree beside the tests"),
+              pytest.mark.slow]  # builds: minutes
 # CC=false stands for "no compiler"; setuptools' MSVC support does not read CC.
 compiler_from_cc = pytest.mark.skipif(sys.platform == "win32", reason="MSVC does not take its compiler from CC")
 

@@ -34,9 +34,10 @@ from corpus import NAMES, row_record, vectors
 from deepvalues import json_text
 from helpers import DECODERS, RECORD_DECODERS
 
-pytestmark = pytest.mark.skipif(sys.implementation.name != "cpython",
-                                reason="measures CPython's allocators; PyPy runs only the Python twin, whose "
-                                       "memory its garbage collector and JIT manage")
+pytestmark = [pytest.mark.skipif(sys.implementation.name != "cpython",
+                                 reason="measures CPython's allocators; PyPy runs only the Python twin, whose "
+                                        "memory its garbage collector and JIT manage"),
+              pytest.mark.slow]  # thousands of calls per measure
 
 TESTS = Path(__file__).resolve().parent
 
