@@ -8,6 +8,7 @@ from __future__ import annotations
 import collections
 import datetime as dt
 import decimal
+import io
 import json
 import pickle
 import uuid
@@ -428,6 +429,49 @@ def test_shared_objects_are_shared_and_cycles_are_verbatim(impl):
     assert impl.encode_zodb_record(out) == data
     _, _, text, _ = impl.decode_zodb_record_for_pg_json(data)
     assert impl.encode_zodb_record({"@cls": out["@cls"], "@s": json.loads(text)}) == data
+
+
+# A Namespace built with {"a": 1} and memoized at 1, then given a second state {"b": 2}: pickle changes that
+# one object, so every other reference to it (a GET, a DUP, before or after) sees b too.  An @inst around
+# it (what BUILD on a built object gives) changes only its own copy: JSON cannot carry those (found by
+# fuzz_decode), while an object rebuilt where nothing else refers to it keeps the Rust codec's @inst.
+_BUILT = b"\x80\x03cargparse\nNamespace\n)\x81}X\x01\x00\x00\x00aK\x01sb"
+_REBUILD = b"}X\x01\x00\x00\x00bK\x02sb"
+_REBUILT_SHARED = {
+    "fetched before": _BUILT + b"q\x01h\x01" + _REBUILD + b"\x86.",
+    "fetched after": _BUILT + b"q\x01" + _REBUILD + b"h\x01\x86.",
+    "duplicated": _BUILT + b"2" + _REBUILD + b"\x86.",
+    "rebuilt twice": _BUILT + _REBUILD + b"q\x01h\x01" + b"}X\x01\x00\x00\x00cK\x03sb\x86.",
+}
+_REBUILT_ALONE = {
+    "never fetched": _BUILT + b"q\x01" + _REBUILD + b".",
+    "memoized after": _BUILT + _REBUILD + b"q\x01h\x01\x86.",
+}
+
+
+@pytest.mark.parametrize("case", sorted(_REBUILT_SHARED) + sorted(_REBUILT_ALONE))
+def test_an_object_rebuilt_where_it_is_shared_is_verbatim(impl, case):
+    shared = case in _REBUILT_SHARED
+    state = (_REBUILT_SHARED if shared else _REBUILT_ALONE)[case]
+    data = b"\x80\x03cargparse\nNamespace\nq\x00." + state
+    out = impl.decode_zodb_record(data)
+    single = impl.pickle_to_dict(state)
+    if shared:
+        assert list(out["@s"]) == ["@pkl"] and list(single) == ["@pkl"]
+    else:
+        assert "@inst" in json.dumps(out)
+    assert _record_state(impl.encode_zodb_record(out)) == pickle.loads(state)
+    assert pickle.loads(impl.dict_to_pickle(single)) == pickle.loads(state)
+    _, _, text, _ = impl.decode_zodb_record_for_pg_json(data)
+    kept = impl.encode_zodb_record({"@cls": out["@cls"], "@s": json.loads(text)})
+    assert _record_state(kept) == pickle.loads(state)
+
+
+def _record_state(data: bytes):
+    """The state a record's second pickle loads to, read with the first pickle's memo as ZODB does."""
+    unpickler = pickle.Unpickler(io.BytesIO(data))
+    unpickler.load()
+    return unpickler.load()
 
 
 # ---------------------------------------------------------------------------

@@ -153,6 +153,19 @@ def is_global(v: Any) -> bool:
 # Objects under construction
 # ---------------------------------------------------------------------------
 
+def rebuilt_target(target: Any, obj: Optional[Obj]) -> bool:
+    """Whether BUILD on target, which gives an @inst around it, rebuilds an object (a built one, or an @inst
+    already): pickle gives that one object the new state wherever else it is too."""
+    return obj is not None or (type(target) is dict and len(target) == 1 and "@inst" in target)
+
+
+def shares_a_rebuilt(rebuilt: list, shared: Optional[dict]) -> bool:
+    """Whether an object given a second state (rebuilt_target) was also fetched from the memo or by DUP,
+    before or after: those copies would not see the state their @inst holds, so JSON cannot carry the
+    pickle (@pkl).  Pickles write one BUILD per object; only hand-made ones get here."""
+    return bool(shared) and any(id(t) in shared for t in rebuilt)
+
+
 def render_obj(obj: Obj, objs: dict) -> None:
     """Rewrite obj.value in place to the markers for what has been built so far."""
     value = obj.value

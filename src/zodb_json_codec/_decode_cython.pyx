@@ -41,7 +41,7 @@ from ._decode_common import (
     EXPANSION_FLOOR, EXPANSION_PER_BYTE, Unrepresentable, check_class_names_at_offset_0, expansion_error, finish,
     float_line, generic_call, global_lines, in_state,
     instance_content, int_line, int_value, line_utf8, long_line, memo_index, object_record_state, persid_line,
-    persistent_ref, string_line, text_line, unicode_line,
+    persistent_ref, rebuilt_target, shares_a_rebuilt, string_line, text_line, unicode_line,
 )
 from ._jsontext_cython cimport TextSpan, clean_utf8, materialized, pg_json_text, text_span
 from ._pickletext_cython cimport (CLASS_GLOBAL, CLASS_NAMES, CLASS_NAMES_NONE, ClassForm, ClassPickle, lane_text,
@@ -116,6 +116,7 @@ cdef class _Context:
     cdef bint spans              # some were left: values the rules look at are materialized first
     cdef list stack              # the pickle machine's stack...
     cdef list metastack          # ...and the stacks below its MARKs (or None)
+    cdef list rebuilt            # objects BUILD gave a second state (_build; or None)
     # What a record decodes to:
     cdef str module
     cdef str name
@@ -1316,6 +1317,10 @@ cdef object _build(_Context ctx, object target, object state):
         _render(<_CObj>obj, ctx)
         return target
     # BUILD on anything else (a class, a built object, a plain value).
+    if rebuilt_target(target, obj):
+        if ctx.rebuilt is None:
+            ctx.rebuilt = []
+        ctx.rebuilt.append(target)
     return {"@inst": {"@obj": target, "@state": state}}
 
 
@@ -1951,6 +1956,8 @@ cdef object _finish(object value, _Context ctx, Py_ssize_t start):
     # Every nesting level comes from a container opcode, at most three per
     # opcode (see _decode_common.DEEP_CONTAINERS).
     cdef bint maybe_deep = ctx.containers > C_DEEP_CONTAINERS
+    if ctx.rebuilt is not None and shares_a_rebuilt(ctx.rebuilt, ctx.shared):
+        ctx.unrepresentable = True
     if (ctx.unrepresentable or ctx.cyclic or ctx.flags & F_ESCAPED_KEY
             or (maybe_deep and _deeper_than_c_walk(value, 0))):
         return finish(_real(ctx, value), ctx.unrepresentable, ctx.cyclic, maybe_deep, ctx.flags, start,
@@ -2255,6 +2262,8 @@ cdef _Context _decode_record(object data, bint text_spans, object names_read=Non
         pos = ctx.stop
         class_refs = len(ctx.refs)
         class_unrepresentable, class_cyclic = ctx.unrepresentable, ctx.cyclic
+        if ctx.rebuilt is not None and shares_a_rebuilt(ctx.rebuilt, ctx.shared):
+            class_unrepresentable = True  # (the state may be read with a memo of its own: no _finish sees it)
         ctx.uncallable = False
         ctx.text_spans = text_spans  # the first pickle's values are all looked at
         try:

@@ -26,7 +26,8 @@ from ._decode_common import (
     DEEP_CONTAINERS, F_ESCAPED_KEY, F_EXP_FLOAT, F_FLOAT, F_NUL, F_SHALLOW, F_SURROGATE,
     SHALLOW_CONTAINERS, Obj, Unrepresentable, check_class_names_at_offset_0, expansion_budget, expansion_error,
     finish, float_flags, float_line, global_lines, in_state, int_line, int_value, long_line, memo_index,
-    object_record_state, persid_line, render_obj, string_line, text_line, unicode_line, weight,
+    object_record_state, persid_line, rebuilt_target, render_obj, shares_a_rebuilt, string_line, text_line,
+    unicode_line, weight,
 )
 from ._decode_common import decode_error as _err
 from ._decode_common import eof_error as _eof
@@ -42,7 +43,8 @@ class _Context:
     """Per-call decoding state (no module-level mutable state: thread safe)."""
 
     __slots__ = ("compact", "memo", "objs", "dforms", "shared", "cyclic", "flags", "refs",
-                 "unrepresentable", "uncallable", "containers", "fetched", "budget", "stack", "metastack")
+                 "unrepresentable", "uncallable", "containers", "fetched", "budget", "stack", "metastack",
+                 "rebuilt")
 
     def __init__(self, compact: bool, size: int) -> None:
         self.compact = compact
@@ -60,6 +62,7 @@ class _Context:
         self.budget = expansion_budget(size)  # ...and what it may be (see _decode_common.EXPANSION_FLOOR)
         self.stack: list = []       # the pickle machine's stack...
         self.metastack: list = []   # ...and the stacks below its MARKs
+        self.rebuilt: Optional[list] = None  # objects BUILD gave a second state (_build)
 
 
 def _decode_utf8(raw: bytes, pos: int, ctx: _Context) -> str:
@@ -784,6 +787,10 @@ def _build(ctx: _Context, target: Any, state: Any) -> Any:
         render_obj(obj, ctx.objs)
         return target
     # BUILD on anything else (a class, a built object, a plain value).
+    if rebuilt_target(target, obj):
+        if ctx.rebuilt is None:
+            ctx.rebuilt = []
+        ctx.rebuilt.append(target)
     return {"@inst": {"@obj": target, "@state": state}}
 
 
@@ -796,6 +803,8 @@ def _build(ctx: _Context, target: Any, state: Any) -> Any:
 # ---------------------------------------------------------------------------
 
 def _finish(value: Any, ctx: _Context, start: int) -> Any:
+    if ctx.rebuilt is not None and shares_a_rebuilt(ctx.rebuilt, ctx.shared):
+        ctx.unrepresentable = True
     if ctx.containers <= SHALLOW_CONTAINERS:
         ctx.flags |= F_SHALLOW
     return finish(value, ctx.unrepresentable, ctx.cyclic, ctx.containers > DEEP_CONTAINERS, ctx.flags, start,
@@ -814,6 +823,8 @@ def _decode_record(data: Any, compact: bool = True) -> Tuple[str, str, Any, List
         klass, pos = _load(data, 0, ctx)
         class_refs = len(ctx.refs)
         class_unrepresentable, class_cyclic = ctx.unrepresentable, ctx.cyclic
+        if ctx.rebuilt is not None and shares_a_rebuilt(ctx.rebuilt, ctx.shared):
+            class_unrepresentable = True  # (the state may be read with a memo of its own: no _finish sees it)
         ctx.uncallable = False
         try:
             state, _ = _load(data, pos, ctx)
