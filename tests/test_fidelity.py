@@ -86,6 +86,37 @@ def test_nan_equals_nan():
     assert same_records(record({"x": float("nan")}), record({"x": float("nan")}, 2))
 
 
+@pytest.mark.parametrize("value", [
+    frozenset([float("nan"), 1.0]),
+    {float("nan"), float("nan"), float("nan"), 0.0},
+    frozenset([(float("nan"), "a"), (float("nan"), "b")]),
+    frozenset([frozenset([float("nan")]), frozenset([2.0])]),
+], ids=["nan", "nans", "tuples-with-nan", "sets-with-nan"])
+def test_sets_holding_nan_are_the_same_after_a_trip(value):
+    # A NaN hashes by identity: pairing set items by hash alone called these different (found by fuzz_values).
+    assert same(value, pickle.loads(pickle.dumps(value, 3)))
+    assert same_records(record({"x": value}), record({"x": value}, 2))
+
+
+
+def test_nested_sets_holding_nan_pair_in_linear_steps_per_level():
+    # (pairing the unmatched items by `same` instead took exponential time: a fuzz input did not finish)
+    value = float("nan")
+    for i in range(200):
+        value = frozenset([value, i, (float("nan"), i)])
+    assert same(value, pickle.loads(pickle.dumps(value, 3)))
+
+
+@pytest.mark.parametrize("a, b", [
+    (frozenset([float("nan"), 1.0]), frozenset([float("nan"), 2.0])),
+    ({float("nan"), float("nan")}, {float("nan"), 0.0}),
+    (frozenset([(float("nan"), "a")]), frozenset([(float("nan"), "b")])),
+    (frozenset([frozenset([float("nan")])]), frozenset([frozenset([1.0])])),
+])
+def test_sets_holding_nan_still_differ_where_they_differ(a, b):
+    assert not same(a, b) and not same(b, a)
+
+
 def test_class_metadata_forms_are_alike():
     state = pickle.dumps({"data": {}}, 3)
     forms = [

@@ -16,7 +16,7 @@ import decimal
 import io
 import math
 import pickle
-from typing import Any, Dict, Set, Tuple
+from typing import Any, Dict, Optional, Set, Tuple
 
 _RENAMED_MODULES = {"__builtin__": "builtins", "copy_reg": "copyreg"}
 
@@ -280,15 +280,19 @@ def same(a: Any, b: Any) -> bool:
 
 
 def _paired_items(a: Any, b: Any) -> Any:
-    """The items of two sets paired by hash (then by ==, for items whose hashes collide), or None."""
+    """The items of two sets paired by hash (then by ==, or same, for items whose hashes collide), or None.
+
+    The hash is _item_hash: a NaN's own hash is its identity's (Python 3.10+), and so is that of a tuple or
+    set holding one, so two loads of one set would not pair.
+    """
     if len(a) != len(b):
         return None
     by_hash: Dict[int, list] = {}
     for y in b:
-        by_hash.setdefault(hash(y), []).append(y)
+        by_hash.setdefault(_item_hash(y), []).append(y)
     pairs = []
     for x in a:
-        candidates = by_hash.get(hash(x))
+        candidates = by_hash.get(_item_hash(x))
         if not candidates:
             return None
         if len(candidates) == 1:
@@ -296,9 +300,43 @@ def _paired_items(a: Any, b: Any) -> Any:
             continue
         match = next((i for i, y in enumerate(candidates) if y == x), None)
         if match is None:
-            return None
+            match = next((i for i, y in enumerate(candidates) if same(x, y)), None)
+            if match is None:
+                return None
         pairs.append((x, candidates.pop(match)))
     return pairs
+
+
+def _item_hash(x: Any) -> int:
+    """hash(x), with every NaN hashing alike, also inside tuples and frozensets (walked without recursion)."""
+    h = _leaf_hash(x)
+    if h is not None:
+        return h
+    stack = [(x, iter(x), [])]
+    while True:
+        node, items, hashes = stack[-1]
+        for item in items:
+            h = _leaf_hash(item)
+            if h is None:
+                stack.append((item, iter(item), []))
+                break
+            hashes.append(h)
+        else:
+            stack.pop()
+            h = hash(tuple(hashes)) if type(node) is tuple else hash(frozenset(hashes))
+            if not stack:
+                return h
+            stack[-1][2].append(h)
+
+
+def _leaf_hash(x: Any) -> Optional[int]:
+    """hash(x) of anything but a tuple or frozenset (None), the same for every NaN."""
+    t = type(x)
+    if t is tuple or t is frozenset:
+        return None
+    if (t is float and x != x) or (t is decimal.Decimal and x.is_nan()):
+        return 0x7FF8
+    return hash(x)
 
 
 def _is_utc(tz: Any) -> bool:
