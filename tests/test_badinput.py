@@ -573,6 +573,7 @@ def _assert_all_value_errors(result: dict, limit: float = 10.0) -> None:
         assert seconds < limit, (fn, seconds)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", DEEP_SHAPES)
 def test_100000_deep_pickles_are_value_errors(impl, shape):
     # Lists, tuples and dicts 100 000 deep (the reference crashes at 200 000);
@@ -653,6 +654,7 @@ ENCODE_SHAPES = ["list", "dict", "tuple", "frozenset", "@t", "@d", "@set", "@red
 JSON_ENCODE_SHAPES = [kind for kind in ENCODE_SHAPES if kind not in ("tuple", "frozenset")]
 
 
+@pytest.mark.slow
 def test_encoding_100000_deep_values_is_a_value_error(impl):
     result = _isolated(impl, """
         from deepvalues import json_text
@@ -748,6 +750,7 @@ def test_a_reference_at_the_bottom_of_the_deepest_objects(impl):
                 getattr(impl, fn)(wrap(_objects_nested_above_a_reference(deepest + 1)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", BOUNDARY_SHAPES)
 def test_the_deepest_decodable_record_encodes_back(impl, shape, pg_dsn):
     # Whatever decodes must encode back to the same objects (nothing is lost):

@@ -18,6 +18,8 @@ import zodb_json_codec
 from ZODB.FileStorage import FileStorage
 from ZODB.utils import load_current, p64
 
+pytestmark = pytest.mark.slow  # the command line in child processes
+
 SAMPLE = Path(zodb_json_codec.__file__).with_name("sample.fs")
 PUBLIC = corpus.DATA / "public.fs"
 SUMMARY = re.compile(

@@ -21,6 +21,8 @@ from corpus import NAMES, faithful, row_record, vectors
 from helpers import PATHS, records_back, same_records
 from zodb_json_codec._db import fidelity as _fidelity
 
+pytestmark = pytest.mark.slow  # every corpus record on every path
+
 # Records whose original bytes the object-graph comparison itself cannot load:
 # both were assembled from two separately pickled protocol 4/5 pickles, so
 # with the memo ZODB shares between a record's two pickles, the state's memo

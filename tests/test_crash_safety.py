@@ -70,7 +70,7 @@ def newobj_chain(n: int, with_args: bool = False) -> bytes:
             + b"b" * n + b".")
 
 
-@pytest.mark.parametrize("n", [999, 1001, 5000, 50000])
+@pytest.mark.parametrize("n", [999, 1001, 5000, pytest.param(50000, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("with_args", [False, True])
 def test_newobj_chains_in_the_direct_lane(twins, n, with_args):
     # The lane wrote an object's state before its depth check (unbounded C recursion, with the GIL released).
@@ -276,6 +276,7 @@ def four_gib_ascii_str(first: bytes) -> str:
     return s
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(platform.python_implementation() != "CPython" or sys.maxsize < 1 << 32,
                     reason="a 4 GiB str made through CPython's C API")
 def test_a_str_of_4_gib_is_refused_unread(twins):

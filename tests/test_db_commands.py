@@ -24,6 +24,8 @@ from zodb_json_codec._db.fidelity import load_record, same
 
 from ZODB.FileStorage import FileStorage
 
+pytestmark = pytest.mark.slow  # whole databases through the command line and PostgreSQL: over a minute
+
 PYPY = sys.implementation.name == "pypy"
 needs_psycopg = pytest.mark.skipif(
     PYPY, reason="psycopg 3 fails on PyPy 7.3 (pypy/pypy#3882); the pg commands need it"

@@ -33,6 +33,8 @@ from helpers import PATHS, Ref, ref_pid, records_back, same_records
 from pgjsonb import JsonbConnection
 from zodb_json_codec._db import fidelity as _fidelity
 
+pytestmark = pytest.mark.slow  # hundreds of generated values per property
+
 # 150 examples per property keeps the suite fast; set CODEC_HYPOTHESIS_EXAMPLES
 # for a longer hunt.
 MAX_EXAMPLES = int(os.environ.get("CODEC_HYPOTHESIS_EXAMPLES", "150"))

@@ -155,6 +155,7 @@ def same_as_json_loads(text: str) -> None:
 # Valid texts
 # ---------------------------------------------------------------------------
 
+@pytest.mark.slow
 @SETTINGS
 @given(text=json_texts())
 def test_reads_what_json_loads_reads(text):
@@ -252,6 +253,7 @@ def test_bad_texts_name_what_and_where(text, message):
         strict_loads(text)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(text=json_texts(max_leaves=8), data=st.data())
 def test_damaged_texts_are_refused_where_json_loads_refuses_them(text, data):

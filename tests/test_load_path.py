@@ -485,6 +485,7 @@ def test_records_back_from_jsonb_text_hold_the_same_objects(impl, pg_dsn):
                         for (module, name, _, _), text in zip(rows, texts)]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.implementation.name == "pypy",
                     reason="psycopg 3 does not run on PyPy 7.3 (see tests/pgjsonb.py); the jsonb test above covers it")
 def test_the_documented_psycopg_usage(impl, pg_dsn):

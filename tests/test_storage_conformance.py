@@ -40,6 +40,8 @@ from pgjsonb import JsonbConnection
 from twinloader import load_twin
 from zodb_json_codec._jsonread import read_json
 
+pytestmark = pytest.mark.slow  # ZODB's storage test mix-ins, twice
+
 MIXINS = (
     BasicStorage.BasicStorage,
     RevisionStorage.RevisionStorage,

@@ -8,9 +8,12 @@ import sys
 import threading
 from typing import Any, Callable, List, Tuple
 
+import pytest
 from corpus import NAMES, row_record, vectors
 from helpers import DECODERS, large_text_records
 from strictcompare import describe, outcome, outcome_diff
+
+pytestmark = pytest.mark.slow  # the corpora from 8 threads
 
 THREADS = 8
 ROUNDS = 2

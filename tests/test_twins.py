@@ -202,6 +202,7 @@ def b64(data: bytes) -> str:
 # The corpora
 # ---------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_every_corpus_record_gives_the_same_outcomes(twins, name):
     found = Differences()
