@@ -7,7 +7,7 @@
 and the codec's pure-Python twin from src/, nothing compiled).  Files are
 named by the SHA-1 of their contents, as libFuzzer names what it adds, so
 running it again, or merging what a campaign found (scripts/fuzz --keep),
-adds no duplicates; --clean removes the harness's files first.
+adds no duplicates; --clean removes the harness's files first (but the finding-* inputs).
 
 fuzz_decode: a varied subset of the public and wikipedia corpus records
   (one or two per class, small and large), some of their state pickles
@@ -247,7 +247,8 @@ def write(harness: str, blobs, clean: bool) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     if clean:
         for f in folder.iterdir():
-            f.unlink()
+            if not f.name.startswith("finding-"):  # the inputs of fixed findings stay (fuzz/README.md)
+                f.unlink()
     added = 0
     for blob in blobs:
         if not blob or len(blob) > MAX_FILE:
