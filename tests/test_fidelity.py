@@ -91,9 +91,10 @@ def test_nan_equals_nan():
     {float("nan"), float("nan"), float("nan"), 0.0},
     frozenset([(float("nan"), "a"), (float("nan"), "b")]),
     frozenset([frozenset([float("nan")]), frozenset([2.0])]),
-], ids=["nan", "nans", "tuples-with-nan", "sets-with-nan"])
-def test_sets_holding_nan_are_the_same_after_a_trip(value):
-    # A NaN hashes by identity: pairing set items by hash alone called these different (found by fuzz_values).
+    {(float("nan"), 1): "a", frozenset([float("nan")]): "b", 2.0: "c"},
+], ids=["nan", "nans", "tuples-with-nan", "sets-with-nan", "dict-keys-with-nan"])
+def test_sets_and_dict_keys_holding_nan_are_the_same_after_a_trip(value):
+    # A NaN hashes by identity: pairing set items (dict keys) by hash alone called these different (fuzz_values).
     assert same(value, pickle.loads(pickle.dumps(value, 3)))
     assert same_records(record({"x": value}), record({"x": value}, 2))
 
@@ -112,6 +113,8 @@ def test_nested_sets_holding_nan_pair_in_linear_steps_per_level():
     ({float("nan"), float("nan")}, {float("nan"), 0.0}),
     (frozenset([(float("nan"), "a")]), frozenset([(float("nan"), "b")])),
     (frozenset([frozenset([float("nan")])]), frozenset([frozenset([1.0])])),
+    ({(float("nan"), 1): "a", 2.0: "c"}, {(float("nan"), 1): "b", 2.0: "c"}),
+    ({(float("nan"), 1): "a", 2.0: "c"}, {(float("nan"), 2): "a", 2.0: "c"}),
 ])
 def test_sets_holding_nan_still_differ_where_they_differ(a, b):
     assert not same(a, b) and not same(b, a)

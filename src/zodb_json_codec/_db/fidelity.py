@@ -268,10 +268,15 @@ def same(a: Any, b: Any) -> bool:
         elif isinstance(a, dict):
             if len(a) != len(b):
                 return False
-            for k, v in a.items():
-                if k not in b:
-                    return False
-                todo.append((v, b[k]))
+            if all(k in b for k in a):
+                todo += ((v, b[k]) for k, v in a.items())
+                continue
+            # A key holding a NaN is found by identity only: the keys are paired as a set's items are.
+            pairs = _paired_items(a, b)
+            if pairs is None:
+                return False
+            todo += pairs
+            todo += ((a[x], b[y]) for x, y in pairs)
         else:
             if len(a) != len(b):
                 return False
