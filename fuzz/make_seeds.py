@@ -7,7 +7,8 @@
 and the codec's pure-Python twin from src/, nothing compiled).  Files are
 named by the SHA-1 of their contents, as libFuzzer names what it adds, so
 running it again, or merging what a campaign found (scripts/fuzz --keep),
-adds no duplicates; --clean removes the harness's files first (but the finding-* inputs).
+adds no duplicates; --clean removes the harness's files first (but not the
+finding-* inputs).
 
 fuzz_decode: a varied subset of the public and wikipedia corpus records
   (one or two per class, small and large), some of their state pickles

@@ -99,7 +99,6 @@ def test_sets_and_dict_keys_holding_nan_are_the_same_after_a_trip(value):
     assert same_records(record({"x": value}), record({"x": value}, 2))
 
 
-
 def test_nested_sets_holding_nan_pair_in_linear_steps_per_level():
     # (pairing the unmatched items by `same` instead took exponential time: a fuzz input did not finish)
     value = float("nan")
