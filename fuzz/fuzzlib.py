@@ -26,8 +26,8 @@ Environment (scripts/fuzz and fuzz/run.sh set the first two):
   it in the main thread (8 MiB).
 - FUZZ_SLOW_SECONDS (default 5): a single call of the Cython twin taking
   longer (in CPU time of its thread) is a finding (a hang in the making).
-  Here every allocation goes through ASan's malloc (PYTHONMALLOC=malloc), which makes allocation-heavy
-  calls about 20 times slower than in a release build (pickle_to_json of a
+  Here every allocation goes through ASan's malloc (PYTHONMALLOC=malloc),
+  which makes allocation-heavy calls about 20 times slower than in a release build (pickle_to_json of a
   4096-leaf shared tree: 0.02 s there, 0.4 s here), so 5 s here is roughly
   the 0.25 s of a release build.  FUZZ_PY_SLOW_SECONDS (default 30): the same
   for the Python twin (also instrumented).  libFuzzer's -timeout (scripts/fuzz:
