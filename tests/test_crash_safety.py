@@ -368,6 +368,50 @@ def test_sharing_within_the_budget_decodes(twins):
             assert same_outcomes(twins, fn, record_of(data))[0] == "ok"
 
 
+def _refused(data: bytes) -> bool:
+    from zodb_json_codec import _decode_python
+    try:
+        _decode_python.decode_zodb_record(data)
+    except ValueError as e:
+        assert "expansion budget" in str(e), e
+        return True
+    return False
+
+
+def lane_sharing(shape: str, n: int) -> bytes:
+    """A state the direct lane takes: {"k": [...]}, the list holding a text of 1000 bytes and n GETs of it
+    ("text"), or a built object and n levels of objects each holding the previous one twice ("objects")."""
+    body = b"\x80\x03}(X\x01\x00\x00\x00k]("
+    if shape == "text":
+        body += b"X\xe8\x03\x00\x00" + b"x" * 1000 + b"q\x01" + b"h\x01" * n
+    else:
+        body += b"cfoo\nBar\nq\x01)\x81K\x01bq\x02"
+        for k in range(n):
+            body += b"h\x01)\x81h" + bytes([k + 2]) + b"h" + bytes([k + 2]) + b"\x86bq" + bytes([k + 3])
+    return body + b"eu."
+
+
+@pytest.mark.parametrize("shape", ["text", "objects"])
+def test_the_lane_weighs_what_the_memo_repeats_no_less_than_the_decoder(shape):
+    # The direct lane weighs a GET's node when it fetches it (_pickletext_cython._fetched_weight), the
+    # decoder its value: at the budget's edge the lane declines every record the decoder refuses (the
+    # usual way then refuses it too), and it takes the records well within.
+    from zodb_json_codec import _decode_cython
+
+    def lane(n):
+        return _decode_cython._direct_lane_record(record_of(lane_sharing(shape, n)))
+
+    low, high = 1, 4096 if shape == "text" else 60  # taken at low, refused at high
+    assert not _refused(record_of(lane_sharing(shape, low))) and _refused(record_of(lane_sharing(shape, high)))
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if _refused(record_of(lane_sharing(shape, middle))) else (middle, high)
+    for n in range(high, high + 3):
+        assert lane(n) is None, n
+    # within: 90% of the texts; the objects' weight doubles with each level, the lane's is at most 8 times
+    assert lane(low * 9 // 10 if shape == "text" else low - 3) is not None
+
+
 def test_the_budget_is_a_multiple_of_the_input():
     assert expansion_budget(0) == EXPANSION_FLOOR
     assert expansion_budget(1000) == EXPANSION_FLOOR + 1000 * EXPANSION_PER_BYTE

@@ -42,8 +42,13 @@ cdef str _text(Buffer* out)
 
 
 # Without the GIL: -1 when memory runs out (nothing raised).
+cdef inline int _reserve(Buffer* out, Py_ssize_t extra) noexcept nogil:
+    """Room for extra more bytes: the usual case (there is room) inline, _grow otherwise."""
+    return 0 if extra <= out.capacity - out.size else _grow(out, extra)
+
+
 cdef inline int _put(Buffer* out, const char* text, Py_ssize_t n) noexcept nogil:
-    if out.size + n > out.capacity and _grow(out, n) < 0:
+    if _reserve(out, n) < 0:
         return -1
     memcpy(out.data + out.size, text, n)
     out.size += n
@@ -51,7 +56,7 @@ cdef inline int _put(Buffer* out, const char* text, Py_ssize_t n) noexcept nogil
 
 
 cdef inline int _put_char(Buffer* out, char c) noexcept nogil:
-    if out.size + 1 > out.capacity and _grow(out, 1) < 0:
+    if out.size == out.capacity and _grow(out, 1) < 0:
         return -1
     out.data[out.size] = c
     out.size += 1

@@ -136,7 +136,7 @@ cdef int _escape_utf8(Buffer* out, const unsigned char* p, Py_ssize_t n) noexcep
     16 bytes a step with SSSE3); -1: out of memory."""
     cdef Py_ssize_t i = 0, k
     cdef int unused = 0
-    if _grow(out, n + 2) < 0:
+    if _reserve(out, n + 2) < 0:
         return -1
     out.data[out.size] = 34  # "
     out.size += 1
@@ -147,7 +147,7 @@ cdef int _escape_utf8(Buffer* out, const unsigned char* p, Py_ssize_t n) noexcep
         return 0
     while True:
         # Room for the rest as it is, one escape (at most 6 bytes for 1) and the closing quote.
-        if _grow(out, n - i + 7) < 0:
+        if _reserve(out, n - i + 7) < 0:
             return -1
         k = zjc_json_run(p + i, n - i, <unsigned char*>out.data + out.size, 0, &unused)
         out.size += k
@@ -292,7 +292,7 @@ cdef int _write_repr(Buffer* out, const char* text) noexcept nogil:
     k = exponent - fraction_digits + (count - last)
     n = last
     kk = n + k
-    if _grow(out, n + (k if k > 0 else 0) + 16) < 0:  # the longest spelling below
+    if _reserve(out, n + (k if k > 0 else 0) + 16) < 0:  # the longest spelling below
         return -1
     if negative:
         _put_char(out, 45)
@@ -330,7 +330,7 @@ cdef int _write_decimal(Buffer* out, long long m, int d, bint negative) noexcept
     while 64 - i <= d:  # 0.000ddd: the zeros between the point and the digits, and the 0 before it
         i -= 1
         digits[i] = 48
-    if _grow(out, 72) < 0:
+    if _reserve(out, 72) < 0:
         return -1
     if negative:
         _put_char(out, 45)

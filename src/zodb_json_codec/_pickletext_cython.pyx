@@ -28,7 +28,7 @@ from libc.string cimport memchr, memcmp, memcpy, memset, strlen
 
 from ._classnames cimport BTREE_IS_MAP, BTREE_IS_TREE
 from ._datetext cimport date_state_text, datetime_state_text, offset_field, offset_text
-from ._jsontext_cython cimport (INLINE_CAPACITY, Buffer, _digits_before, _escape_utf8, _grow, _put, _put_char,
+from ._jsontext_cython cimport (INLINE_CAPACITY, Buffer, _digits_before, _escape_utf8, _put, _put_char, _reserve,
                                 _text, _write_float)
 from ._opcodes cimport Opcode as Op
 from ._pickletext_cython cimport ClassPickle
@@ -72,14 +72,10 @@ cdef struct Node:
     Py_ssize_t name_size
     Py_ssize_t klass      # K_REF: its K_CLASS node, or -1 for None; K_CALL, K_NEW: the class called
     Py_ssize_t state      # K_NEW: what BUILD gave it, or -1
-    Py_ssize_t weight     # at least the decoder's weight of its value (_decode_common.weight), to bound
-                          # what the memo repeats as the decoder does (_memo_get)
 
 
 # Deeper states take the usual way (its limit is 1000): no deep C recursion here (_common.C_WALK_DEPTH).
 cdef Py_ssize_t MAX_LANE_DEPTH = C_WALK_DEPTH
-# A node's weight stops growing here (the lane declines long before: no overflow, even on 32 bits).
-cdef Py_ssize_t MAX_WEIGHT = PY_SSIZE_T_MAX // 4
 
 cdef enum:
     INLINE_NODES = 64
@@ -185,15 +181,7 @@ cdef Py_ssize_t _alloc_node(Lane* lane, Kind kind) noexcept nogil:
     lane.nodes[i].start = -1
     lane.nodes[i].size = 0
     lane.nodes[i].next = -1
-    # {"@t": [...]}; a dict, which the decoder may write as {"@d": [[k, v], ...]} (each of its items then
-    # weighs one more: _adopt_stack_items); any other value
-    lane.nodes[i].weight = 5 if kind == K_TUPLE or kind == K_DICT else 1
     return i
-
-
-cdef inline void _weigh(Node* node, Py_ssize_t more) noexcept nogil:
-    """node.weight += more, saturating at MAX_WEIGHT."""
-    node.weight = MAX_WEIGHT if more > MAX_WEIGHT - node.weight else node.weight + more
 
 
 cdef inline Py_ssize_t _new_node(Lane* lane, Kind kind) noexcept nogil:
@@ -210,10 +198,9 @@ cdef inline Py_ssize_t _fence(Lane* lane) noexcept nogil:
 
 
 cdef inline void _adopt_stack_items(Lane* lane, Py_ssize_t parent, Py_ssize_t from_slot) noexcept nogil:
-    """The nodes of stack[from_slot:] appended to parent's children, their weights added to its own (a dict's
-    items one more each: _alloc_node), once."""
+    """The nodes of stack[from_slot:] appended to parent's children."""
     cdef Node* node = &lane.nodes[parent]
-    cdef Py_ssize_t j, child, added = 0, most = MAX_WEIGHT
+    cdef Py_ssize_t j, child
     for j in range(from_slot, lane.stack.count):
         child = lane.stack.items[j]
         if node.start < 0:
@@ -222,11 +209,7 @@ cdef inline void _adopt_stack_items(Lane* lane, Py_ssize_t parent, Py_ssize_t fr
             lane.nodes[node.last].next = child
         node.last = child
         lane.nodes[child].next = -1
-        added = most if lane.nodes[child].weight > most - added else added + lane.nodes[child].weight
     node.size += lane.stack.count - from_slot
-    if node.kind == K_DICT:
-        _weigh(node, lane.stack.count - from_slot)
-    _weigh(node, added)
 
 
 cdef inline bint _plain_ascii(const unsigned char* p, Py_ssize_t n) noexcept nogil:
@@ -245,7 +228,7 @@ cdef inline bint _plain_ascii(const unsigned char* p, Py_ssize_t n) noexcept nog
     return True
 
 
-cdef Py_ssize_t _read_span(Lane* lane, Kind kind, Py_ssize_t pos, Py_ssize_t n) noexcept nogil:
+cdef inline Py_ssize_t _read_span(Lane* lane, Kind kind, Py_ssize_t pos, Py_ssize_t n) noexcept nogil:
     """A node of the n bytes at pos, left in the pickle: K_TEXT (checked when written: most bail-outs come
     before), K_BYTES, or K_BIGINT (LONG1 of 9 to 17 bytes: a UUID's int is up to 128 bits)."""
     cdef Py_ssize_t i
@@ -256,8 +239,6 @@ cdef Py_ssize_t _read_span(Lane* lane, Kind kind, Py_ssize_t pos, Py_ssize_t n) 
         return -1
     lane.nodes[i].start = pos
     lane.nodes[i].size = n
-    # a str (code points: at most its bytes), {"@b": base64}, or a big int's {"@bi": digits}
-    lane.nodes[i].weight = 1 + n if kind == K_TEXT else 5 + 4 * ((n + 2) // 3) if kind == K_BYTES else 48
     return pos + n
 
 
@@ -378,22 +359,89 @@ cdef int _memo_get(Lane* lane, Py_ssize_t index) noexcept nogil:
     """BINGET, LONG_BINGET of a value this pickle (or the class pickle) put: a copy of its node, which
     shares its children (one parent each: a node's next is its place in its parent).  Declined once the
     nodes given again weigh more than the decoder's expansion budget: its weights bound the decoder's."""
-    cdef Py_ssize_t source, i
+    cdef Py_ssize_t source, i, weight
     if index < lane.memo.count and lane.memo.items[index] >= 0:
         source = lane.memo.items[index]
     else:
         source = _class_entry(lane, index)
     if source < 0 or not _immutable(lane, source):
         return -1
-    if lane.nodes[source].weight > lane.budget - lane.fetched:
+    weight = _fetched_weight(lane, source, lane.budget - lane.fetched)
+    if weight < 0:
         return -1
-    lane.fetched += lane.nodes[source].weight
+    lane.fetched += weight
     i = _new_node(lane, lane.nodes[source].kind)
     if i < 0:
         return -1
     lane.nodes[i] = lane.nodes[source]
     lane.nodes[i].next = -1
     return 0
+
+
+cdef Py_ssize_t _fetched_weight(Lane* lane, Py_ssize_t root, Py_ssize_t limit) noexcept nogil:
+    """The weight of node root's value as the decoder weighs what the memo gives again (_decode_common.weight:
+    a shared part counted each time it is reached), taken when GET asks, as the decoder takes it; -1 once
+    past limit (>= 0), or when memory for the walk runs out.  An explicit stack: any depth, and no more
+    steps than the weight it finds (the budget bounds them all)."""
+    cdef Slots todo
+    cdef uint64_t total = 0, room = <uint64_t>limit
+    cdef Py_ssize_t child
+    cdef Node* node
+    _init_slots(&todo)
+    todo.items[0] = root
+    todo.count = 1
+    while todo.count and total <= room:
+        todo.count -= 1
+        node = &lane.nodes[todo.items[todo.count]]
+        total += _own_weight(lane, node)  # no wrap: total <= room < 2**63 and a part is less than 2**62
+        if node.kind == K_CALL or node.kind >= K_DICT:
+            child = node.start
+            while child >= 0 and total <= room:
+                if _push_slot(&todo, child) < 0:
+                    total = room + 1
+                child = lane.nodes[child].next
+            if node.kind == K_NEW and node.state >= 0 and total <= room:
+                # the state; a BTree's flattened ({"@kv": [[k, v], ...]}: a list more for each two items) twice
+                if (_push_slot(&todo, node.state) < 0
+                        or _is_btree_class(lane, &lane.nodes[node.klass]) and _push_slot(&todo, node.state) < 0):
+                    total = room + 1
+    _free_slots(&todo)
+    return <Py_ssize_t>total if total <= room else -1
+
+
+cdef uint64_t _own_weight(Lane* lane, Node* node) noexcept nogil:
+    """What node's own part of the decoder's value weighs (its children, arguments and state not counted)."""
+    cdef Kind kind = node.kind
+    cdef Node* first
+    if kind == K_TEXT:
+        return 1 + <uint64_t>node.size  # a str: 1 and its code points, at most its bytes
+    if kind == K_BYTES:
+        return 5 + 4 * ((<uint64_t>node.size + 2) // 3)  # {"@b": base64}
+    if kind == K_BIGINT:
+        return 48  # a big int's {"@bi": digits}
+    if kind == K_CLASS:
+        return _class_weight(node)
+    if kind == K_REF:  # {"@ref": ["<16 hex digits>", "module.Name"]}: 26 and the names
+        return 26 + (_class_weight(&lane.nodes[node.klass]) - 9 if node.klass >= 0 else 0)
+    if kind == K_CALL:
+        # The decoder's marker of the call: generic ({"@reduce": {"callable": ..., "args": {"@t": [...]}}}:
+        # 29, the class and the arguments' tuple) or a known type's (a pytz zone's name twice: its first
+        # argument once more).
+        first = &lane.nodes[node.start] if node.start >= 0 else NULL
+        return (64 + _class_weight(&lane.nodes[node.klass]) + 5
+                + (1 + <uint64_t>first.size if first != NULL and first.kind == K_TEXT else 0))
+    if kind == K_NEW:  # {"@cls": [...], "@s": {"@args": {"@t": [...]}, "@state": ...}}: 31, the class, a tuple
+        return 31 + _class_weight(&lane.nodes[node.klass]) + 5
+    if kind == K_DICT:  # 5, and one for each key and value: the decoder may write {"@d": [[k, v], ...]}
+        return 5 + <uint64_t>node.size
+    if kind == K_TUPLE:  # {"@t": [...]}
+        return 5
+    return 1  # any other value (a list: its items are counted as they are reached)
+
+
+cdef inline uint64_t _class_weight(Node* klass) noexcept nogil:
+    """{"@cls": [module, name]}: 9 and the names' lengths."""
+    return 9 + <uint64_t>klass.size + <uint64_t>klass.name_size
 
 
 cdef inline Py_ssize_t _class_line_end(Lane* lane, Py_ssize_t pos) noexcept nogil:
@@ -428,12 +476,11 @@ cdef Py_ssize_t _read_global(Lane* lane, Py_ssize_t pos) noexcept nogil:
 
 cdef inline void _class_node(Node* node, Py_ssize_t module_start, Py_ssize_t module_size, Py_ssize_t name_start,
                              Py_ssize_t name_size) noexcept nogil:
-    """A K_CLASS node of these names: {"@cls": [module, name]} weighs 9 and their lengths."""
+    """A K_CLASS node of these names."""
     node.start = module_start
     node.size = module_size
     node.name_start = name_start
     node.name_size = name_size
-    node.weight = 9 + module_size + name_size
 
 
 cdef int _persistent_ref(Lane* lane) noexcept nogil:
@@ -463,8 +510,6 @@ cdef int _persistent_ref(Lane* lane) noexcept nogil:
         return -1
     lane.nodes[i].start = lane.nodes[oid].start
     lane.nodes[i].klass = klass
-    # {"@ref": ["<16 hex digits>", "module.Name"]}: 26 and the names (the oid alone: 23)
-    lane.nodes[i].weight = 26 + (lane.nodes[klass].weight - 9 if klass >= 0 else 0)
     return 0
 
 
@@ -497,7 +542,6 @@ cdef Py_ssize_t _class_entry(Lane* lane, Py_ssize_t index) noexcept nogil:
             return -1
         lane.nodes[i].start = klass.name_start if index else klass.module_start
         lane.nodes[i].size = klass.name_size if index else klass.module_size
-        lane.nodes[i].weight = 1 + lane.nodes[i].size
     return i if _memo_put_node(lane, index, i) == 0 else -1
 
 
@@ -519,14 +563,6 @@ cdef int _call(Lane* lane, Kind kind) noexcept nogil:
     lane.nodes[i].size = lane.nodes[args].size
     lane.nodes[i].klass = klass
     lane.nodes[i].state = -1
-    # The decoder's marker of the call, generic ({"@reduce": {"callable": ..., "args": {"@t": [...]}}}: 29,
-    # the class and the arguments) or a known type's (a pytz zone's name twice: its first argument), or of the
-    # object ({"@cls": [...], "@s": {"@args": {"@t": [...]}, "@state": ...}}: 31, the class and arguments).
-    lane.nodes[i].weight = 64 if kind == K_CALL else 31
-    _weigh(&lane.nodes[i], lane.nodes[klass].weight)
-    _weigh(&lane.nodes[i], lane.nodes[args].weight)
-    if kind == K_CALL and lane.nodes[args].start >= 0 and lane.nodes[lane.nodes[args].start].kind == K_TEXT:
-        _weigh(&lane.nodes[i], lane.nodes[lane.nodes[args].start].weight)
     return 0
 
 
@@ -540,10 +576,6 @@ cdef int _build(Lane* lane) noexcept nogil:
         return -1
     lane.nodes[target].state = lane.stack.items[top - 1]
     lane.stack.count = top - 1
-    # The state; a BTree's flattened ({"@kv": [[k, v], ...]}: a list more for each two items) twice.
-    _weigh(&lane.nodes[target], lane.nodes[lane.nodes[target].state].weight)
-    if _is_btree_class(lane, &lane.nodes[lane.nodes[target].klass]):
-        _weigh(&lane.nodes[target], lane.nodes[lane.nodes[target].state].weight)
     return 0
 
 
@@ -694,7 +726,7 @@ cdef int _write_base64(Out* out, const char* marker, const unsigned char* p, Py_
     cdef unsigned int v
     cdef char* o
     _emit(out, marker, strlen(marker))
-    if _grow(&out.buffer, (n + 2) // 3 * 4 + 2) < 0:
+    if _reserve(&out.buffer, (n + 2) // 3 * 4 + 2) < 0:
         out.failed = True
         return 0
     o = out.buffer.data + out.buffer.size
@@ -731,7 +763,7 @@ cdef int _write_ref(Lane* lane, Out* out, Node* ref) noexcept nogil:
     _emit(out, b'{"@ref":', 8)
     if ref.klass >= 0:
         _emit_char(out, 91)  # [
-    if _grow(&out.buffer, 18) < 0:
+    if _reserve(&out.buffer, 18) < 0:
         out.failed = True
         return 0
     o = out.buffer.data + out.buffer.size
