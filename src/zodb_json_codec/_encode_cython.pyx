@@ -345,6 +345,9 @@ class _Deeper(Exception):
 
 
 cdef object _DEEPER = _Deeper
+# The Python twin's functions that take such values (zjc_call_or).
+cdef object _python_encode_zodb_record = _encode_python.encode_zodb_record
+cdef object _python_pickle_value = _encode_python.pickle_value
 
 
 cdef int _deeper() except -1:
@@ -353,20 +356,21 @@ cdef int _deeper() except -1:
 
 cdef extern from *:
     """
-    /* f(arg), or a new reference to None where f raised exc_type (that error cleared).  The public
-       functions' way to catch _Deeper: a try statement saves and restores the thread's exception
-       state on every call, which shows on small records (benchmarks/instructions.py encode). */
-    static PyObject *zjc_call_unless_raised(PyObject *(*f)(PyObject *), PyObject *arg, PyObject *exc_type) {
+    /* f(arg), or fallback(arg) where f raised exc_type (that error cleared).  The public functions' way
+       to hand a value deeper than the C walk (_Deeper) to the Python twin: a try statement saves and
+       restores the thread's exception state on every call, which shows on small records
+       (benchmarks/instructions.py encode). */
+    static PyObject *zjc_call_or(PyObject *(*f)(PyObject *), PyObject *arg, PyObject *exc_type,
+                                 PyObject *fallback) {
         PyObject *result = f(arg);
         if (result == NULL && PyErr_ExceptionMatches(exc_type)) {
             PyErr_Clear();
-            Py_INCREF(Py_None);
-            return Py_None;
+            return PyObject_CallOneArg(fallback, arg);
         }
         return result;
     }
     """
-    object zjc_call_unless_raised(object (*f)(object), object arg, object exc_type)
+    object zjc_call_or(object (*f)(object), object arg, PyObject* exc_type, PyObject* fallback)
 
 _Global = _encode_known.Global
 _Call = _encode_known.Call
@@ -2162,10 +2166,8 @@ def encode_zodb_record(obj):
     Raises TypeError for a non-dict argument or an unencodable Python value,
     ValueError for malformed markers.
     """
-    result = zjc_call_unless_raised(_record, obj, _DEEPER)
-    if result is None:  # deeper than the C walk goes
-        return _encode_python.encode_zodb_record(obj)
-    return result
+    # a value deeper than the C walk goes: the Python twin's function
+    return zjc_call_or(_record, obj, <PyObject*>_DEEPER, <PyObject*>_python_encode_zodb_record)
 
 
 cdef object _record(object obj):
@@ -2278,10 +2280,8 @@ cdef bytes _pickle(object value, bint expand_refs=False):
 
 
 def _pickle_value(value):
-    result = zjc_call_unless_raised(_pickle_one, value, _DEEPER)
-    if result is None:  # deeper than the C walk goes
-        return _encode_python.pickle_value(value)
-    return result
+    # a value deeper than the C walk goes: the Python twin's function
+    return zjc_call_or(_pickle_one, value, <PyObject*>_DEEPER, <PyObject*>_python_pickle_value)
 
 
 cdef object _pickle_one(object value):
