@@ -378,11 +378,21 @@ cdef int _memo_get(Lane* lane, Py_ssize_t index) noexcept nogil:
     return 0
 
 
-cdef Py_ssize_t _fetched_weight(Lane* lane, Py_ssize_t root, Py_ssize_t limit) noexcept nogil:
+cdef inline Py_ssize_t _fetched_weight(Lane* lane, Py_ssize_t root, Py_ssize_t limit) noexcept nogil:
     """The weight of node root's value as the decoder weighs what the memo gives again (_decode_common.weight:
     a shared part counted each time it is reached), taken when GET asks, as the decoder takes it; -1 once
-    past limit (>= 0), or when memory for the walk runs out.  An explicit stack: any depth, and no more
-    steps than the weight it finds (the budget bounds them all)."""
+    past limit (>= 0), or when memory for the walk runs out."""
+    cdef Node* node = &lane.nodes[root]
+    cdef uint64_t weight
+    if node.kind == K_CALL or node.kind >= K_DICT:
+        return _walked_weight(lane, root, limit)
+    weight = _own_weight(lane, node)  # a leaf (most GETs: a text, a class): no walk
+    return <Py_ssize_t>weight if weight <= <uint64_t>limit else -1
+
+
+cdef Py_ssize_t _walked_weight(Lane* lane, Py_ssize_t root, Py_ssize_t limit) noexcept nogil:
+    """_fetched_weight of a node with parts: an explicit stack, any depth, and no more steps than the weight
+    it finds (the budget bounds them all)."""
     cdef Slots todo
     cdef uint64_t total = 0, room = <uint64_t>limit
     cdef Py_ssize_t child
@@ -409,7 +419,7 @@ cdef Py_ssize_t _fetched_weight(Lane* lane, Py_ssize_t root, Py_ssize_t limit) n
     return <Py_ssize_t>total if total <= room else -1
 
 
-cdef uint64_t _own_weight(Lane* lane, Node* node) noexcept nogil:
+cdef inline uint64_t _own_weight(Lane* lane, Node* node) noexcept nogil:
     """What node's own part of the decoder's value weighs (its children, arguments and state not counted)."""
     cdef Kind kind = node.kind
     cdef Node* first
@@ -602,12 +612,11 @@ cdef Py_ssize_t _read_state(Lane* lane, Py_ssize_t pos) noexcept nogil:
         elif op == Op.BINUNICODE or op == Op.BINBYTES or op == Op.LONG_BINPUT or op == Op.LONG_BINGET:
             if end - pos < 4:
                 return -1
-            u = _le(p + pos, 4)  # a four-byte argument, compared unsigned before the cast
-            pos += 4
-            if u > (<uint64_t>MAX_MEMO_INDEX if op == Op.LONG_BINPUT or op == Op.LONG_BINGET
-                    else <uint64_t>(end - pos)):
+            u = _le(p + pos, 4)  # a four-byte argument, compared unsigned before the cast: past both what
+            pos += 4             # remains and the memo's bound, it is neither a length nor an index here
+            if u > <uint64_t>(end - pos) and u > <uint64_t>MAX_MEMO_INDEX:
                 return -1
-            n = <Py_ssize_t>u
+            n = <Py_ssize_t>u  # _read_span checks a length against what remains, _memo_put_node an index
         if op == Op.SHORT_BINUNICODE or op == Op.BINUNICODE:
             pos = _read_span(lane, K_TEXT, pos, n)
         elif op == Op.BINPUT or op == Op.LONG_BINPUT:
@@ -1132,8 +1141,6 @@ cdef int _write_node(Lane* lane, Out* out, Py_ssize_t i, int depth) noexcept nog
     cdef Kind kind = node.kind
     cdef Py_ssize_t child
     cdef bint first = True
-    if depth >= MAX_LANE_DEPTH and (kind == K_CALL or kind == K_NEW or kind >= K_DICT):
-        return 1  # its parts are written one level down: no deeper C recursion
     if kind == K_TEXT:
         return _write_text(lane, out, node, True)
     if kind == K_INT:
@@ -1144,20 +1151,22 @@ cdef int _write_node(Lane* lane, Out* out, Py_ssize_t i, int depth) noexcept nog
         return _write_base64(out, b'{"@b":"', lane.p + node.start, node.size)
     if kind == K_REF:
         return _write_ref(lane, out, node)
-    if kind == K_CALL:
-        return _write_call(lane, out, node, depth)
-    if kind == K_NEW:
-        return _write_instance(lane, out, node, depth)
-    if kind == K_BIGINT:  # {"@bi": decimal digits}: the decoder writes them
-        return 1
-    if kind == K_CLASS:  # a class as a value: {"@cls": [...]}
-        return 1
     if kind == K_NULL:
         return _emit(out, b"null", 4)
     if kind == K_TRUE:
         return _emit(out, b"true", 4)
     if kind == K_FALSE:
         return _emit(out, b"false", 5)
+    if kind == K_BIGINT:  # {"@bi": decimal digits}: the decoder writes them
+        return 1
+    if kind == K_CLASS:  # a class as a value: {"@cls": [...]}
+        return 1
+    if depth >= MAX_LANE_DEPTH:  # a call, an object or a container: its parts are written one level
+        return 1                 # down, and no deeper C recursion
+    if kind == K_CALL:
+        return _write_call(lane, out, node, depth)
+    if kind == K_NEW:
+        return _write_instance(lane, out, node, depth)
     if kind == K_DICT and not _plain_keys(lane, node):
         return 1
     if kind == K_DICT:
