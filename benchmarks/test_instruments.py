@@ -311,6 +311,27 @@ def test_instructions_inner_run_works_through_the_set(op):
     assert instructions._work("wikipedia", op, "python", 0) == len(list(datasets.load("wikipedia")))
 
 
+# -- ab.py ---------------------------------------------------------------------------
+
+
+def test_ab_times_each_row_in_both_trees(capsys):
+    import importlib.machinery
+
+    import ab
+
+    root = Path(__file__).resolve().parent.parent
+    package = root / "src" / "zodb_json_codec"
+    if not any((package / f"_decode_cython{suffix}").exists() for suffix in importlib.machinery.EXTENSION_SUFFIXES):
+        pytest.skip("ab.py times the Cython twins built in a checkout; this one has none built in place")
+    assert ab.main([str(root), str(root), "--only", "nested_dict", "btree_length", "--ops", "decode", "encode",
+                    "--processes", "2", "--rounds", "1", "--budget", "0.001"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = {" ".join(line.split()[:2]): float(line.split()[4]) for line in lines[1:-1]}
+    assert set(rows) == {"nested_dict decode", "nested_dict encode", "btree_length decode", "btree_length encode"}
+    assert all(ratio > 0 for ratio in rows.values()), rows
+    assert lines[-1].startswith("worst after/before:")
+
+
 def test_fresh_rows_are_new_strs_of_the_same_text():
     import textcache
 
