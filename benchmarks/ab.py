@@ -12,9 +12,9 @@ the processes alternate, BEFORE, AFTER, AFTER, BEFORE..., and each row keeps
 its best time over all of a tree's processes.  The k-th process of each tree
 gets PYTHONHASHSEED=k: str hashes decide dict probing and the decoder's table
 of shared texts, and with a random seed one process in a few ran a row up to
-1.6 times slower than the next (wikipedia decode), whichever tree it held.  The table gives both and
-AFTER/BEFORE; rows more than --limit slower are marked.  Both trees' records
-come from this checkout's benchmarks/datasets.py.
+1.6 times slower than the next (wikipedia decode), whichever tree it held.
+The table gives both and AFTER/BEFORE; rows more than --limit slower are
+marked.  Both trees' records come from this checkout's benchmarks/datasets.py.
 
 Operations: decode (record -> dict), pg_json (record -> JSON text), encode
 (the tree's own decoded dict -> record), from_pg_json (the tree's pg_json
@@ -25,7 +25,6 @@ benchmarks/instructions.py in both trees is steadier than time.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import subprocess
@@ -42,25 +41,10 @@ DEFAULT_SETS = ("simple_flat_dict", "nested_dict", "large_flat_dict", "bytes_in_
 
 
 def _pass(name: str, op: str) -> Callable[[], Any]:
-    """One pass of op over the set's records, with this process's Cython twin."""
-    import datasets
+    """One pass of op over the set's records, with this process's Cython twin (as instructions.py runs it)."""
+    from instructions import _records, operation
 
-    decoder = importlib.import_module("zodb_json_codec._decode_cython")
-    encoder = importlib.import_module("zodb_json_codec._encode_cython")
-    records = list(datasets.load(name))
-    if op == "decode":
-        f, items = decoder.decode_zodb_record, records
-    elif op == "pg_json":
-        f, items = decoder.decode_zodb_record_for_pg_json, records
-    elif op == "encode":
-        f, items = encoder.encode_zodb_record, [decoder.decode_zodb_record(r) for r in records]
-    else:
-        g = encoder.encode_zodb_record_from_pg_json
-        rows = [decoder.decode_zodb_record_for_pg_json(r)[:3] for r in records]
-        items = [(m, n, text.encode("utf-8")) for m, n, text in rows]
-
-        def f(row):
-            return g(*row)
+    f, items = operation(op, "cython"), _records(name, op, "cython")
 
     def run():
         for x in items:

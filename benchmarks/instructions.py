@@ -43,17 +43,22 @@ def _records(name, op, twin):
     return [decoder.decode_zodb_record(r) for r in records]
 
 
-def _work(name, op, twin, repeat):
-    """The inner run (under callgrind): the set's records through op, repeat times."""
-    records = _records(name, op, twin)
+def operation(op, twin):
+    """The twin's function of op, taking one of _records' items."""
     side = "decode" if op in ("decode", "pg_json") else "encode"
     module = importlib.import_module(f"zodb_json_codec._{side}_{twin}")
     function = {"decode": "decode_zodb_record", "pg_json": "decode_zodb_record_for_pg_json",
                 "encode": "encode_zodb_record", "from_pg_json": "encode_zodb_record_from_pg_json"}[op]
     f = getattr(module, function)
     if op == "from_pg_json":
-        g = f
-        f = lambda row: g(*row)  # noqa: E731 - (module, name, state_json)
+        return lambda row: f(*row)  # (module, name, state_json)
+    return f
+
+
+def _work(name, op, twin, repeat):
+    """The inner run (under callgrind): the set's records through op, repeat times."""
+    records = _records(name, op, twin)
+    f = operation(op, twin)
     for _ in range(repeat):
         for r in records:
             f(r)
