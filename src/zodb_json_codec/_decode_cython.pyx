@@ -1198,7 +1198,16 @@ cdef object _lazy_class_entry(_Context ctx, uint64_t idx):
 
 cdef inline object _fetched(_Context ctx, object v, Py_ssize_t start):
     """A value fetched from the memo (or DUP) at start: noted if it could be mutated later (a cycle), its
-    weight counted against the expansion budget (_decode_python._fetched's twin)."""
+    weight counted against the expansion budget (_decode_python._fetched's twin).  A str within the budget
+    (most of what records fetch: a repeated key) is counted here, all else by _fetched_any: small enough
+    for gcc to inline (docs/design.md, "Fast paths")."""
+    if type(v) is str and ctx.fetched + 1 + PyUnicode_GET_LENGTH(v) <= ctx.budget:
+        ctx.fetched += 1 + PyUnicode_GET_LENGTH(v)
+        return v
+    return _fetched_any(ctx, v, start)
+
+
+cdef object _fetched_any(_Context ctx, object v, Py_ssize_t start):
     cdef PyObject* names
     if type(v) is str:
         ctx.fetched += 1 + PyUnicode_GET_LENGTH(v)
@@ -1335,9 +1344,14 @@ cdef object _build(_Context ctx, object target, object state):
 # of the top (a REDUCE's rules in Python, a collection: a __del__ can reach any list through
 # gc.get_objects()) could have emptied it: _top and _set_top look again rather than read below it.
 
+# The raise is a call of its own: written in _top and _set_top it made them too large for gcc to inline.
+cdef int _underflow() except -1:
+    raise CodecError("pickle stack underflow")
+
+
 cdef inline object _top(list stack):
     if PyList_GET_SIZE(stack) == 0:
-        raise CodecError("pickle stack underflow")
+        _underflow()
     return <object>PyList_GET_ITEM(stack, PyList_GET_SIZE(stack) - 1)
 
 
@@ -1353,7 +1367,7 @@ cdef inline list _pop_mark(_Context ctx, Py_ssize_t start, str opname):
 
 cdef inline int _set_top(list stack, object value) except -1:
     if PyList_GET_SIZE(stack) == 0:
-        raise CodecError("pickle stack underflow")
+        _underflow()
     stack[PyList_GET_SIZE(stack) - 1] = value
     return 0
 
