@@ -96,14 +96,22 @@ def _tracked_per_record(values: List[Any]) -> float:
 
 
 def test_tracked_containers_per_record():
-    # docs/performance.md gives these counts; the Python twin's (and the Rust codec's) are 32.0.
+    # docs/performance.md gives these counts (CPython 3.11): ours 11.1 a record, the Python twin's (and the
+    # Rust codec's) 32.0. From CPython 3.14 on, a collection no longer untracks the dicts that hold only
+    # atoms, so both counts are higher there (15.6 and 36.5 on 3.14); on every version ours stay fewer
+    # than half the Python twin's, which is what the collector's work follows.
     python = load_twin("python")
     rows = vectors("wikipedia")
     ours = _decoded("wikipedia")
-    gc.collect()  # as the report counts: after a collection (which untracks dicts of atoms)
+    gc.collect()  # as the report counts: after a collection (which untracks dicts of atoms, before 3.14)
     normative = [python.decode_zodb_record(row_record(row)) for row in rows]
     gc.collect()
-    assert _tracked_per_record(ours) < 12 < 31 < _tracked_per_record(normative)
+    mine, theirs = _tracked_per_record(ours), _tracked_per_record(normative)
+    assert mine < theirs / 2
+    if sys.version_info < (3, 14):
+        assert mine < 12 < 31 < theirs
+    else:
+        assert mine < 17 < 35 < theirs
 
 
 def _cyclic_records() -> List[bytes]:
