@@ -1344,7 +1344,8 @@ cdef object _build(_Context ctx, object target, object state):
 # of the top (a REDUCE's rules in Python, a collection: a __del__ can reach any list through
 # gc.get_objects()) could have emptied it: _top and _set_top look again rather than read below it.
 
-# The raise is a call of its own: written in _top and _set_top it made them too large for gcc to inline.
+# The raise is a call of its own, which keeps _top and _set_top small enough for gcc to inline where it
+# counts (with it written in them, each GET and PUT paid a call to _top).
 cdef int _underflow() except -1:
     raise CodecError("pickle stack underflow")
 
