@@ -10,8 +10,6 @@ through pickle_to_dict -> dict_to_pickle and pickle_to_json -> json_to_pickle.
 
 from __future__ import annotations
 
-import datetime
-import decimal
 import io
 import json
 import math
@@ -20,17 +18,16 @@ import pickle
 import pickletools
 
 import pytest
-import pytz
-import zodbpickle.pickle
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
-from ZODB._compat import PersistentPickler
 from ZODB.serialize import referencesf
 
 import cpython_pickle
 import zodbapp
-from helpers import PATHS, Ref, ref_pid, records_back, same_records
+from helpers import PATHS, Ref, records_back, ref_pid, same_records
 from pgjsonb import JsonbConnection
+from strategies import (ITEM, KEYED, MARKER_KEYS, hashables, make_pickle, make_record, marker_keys, metas,
+                        native_leaves, record_states, record_values, records, texts)
 from zodb_json_codec._db import fidelity as _fidelity
 
 pytestmark = pytest.mark.slow  # hundreds of generated values per property
@@ -43,223 +40,11 @@ SETTINGS = settings(max_examples=MAX_EXAMPLES, deadline=None,
 
 
 # ---------------------------------------------------------------------------
-# Records as ZODB writes them
+# Records as ZODB writes them, and the values in them: tests/strategies.py
 # ---------------------------------------------------------------------------
-
-def _pickler(f, zodb: bool):
-    """ZODB's pickler, or CPython's (writing a ZoneInfo as CPython does, on PyPy too: see cpython_pickle)."""
-    if zodb:
-        return PersistentPickler(ref_pid, f, 3)
-    return cpython_pickle.Pickler(f, 3, persistent_id=ref_pid)
-
-
-def make_record(meta, state, zodb: bool = True) -> bytes:
-    """Both pickles with one pickler (one memo), as ZODB's ObjectWriter does.
-
-    ZODB's own pickler (zodbpickle) cannot pickle a ``ZoneInfo`` at protocol
-    3 on CPython (it does not know CPython's ``getattr(ZoneInfo, "_unpickle")``
-    spelling); values holding one are pickled by CPython's pickle instead,
-    also protocol 3.  On PyPy zodbpickle writes them, with the pure-Python
-    zoneinfo's cache flag True; with zodb=False they are written as CPython
-    writes them (flag 1) there too.
-    """
-    return _dump([meta, state], zodb)
-
-
-def make_pickle(value, zodb: bool = True) -> bytes:
-    return _dump([value], zodb)
-
-
-def _dump(values, zodb: bool) -> bytes:
-    """values pickled one after another by one pickler: zodbpickle's, or CPython's where it cannot."""
-    for use_zodb in ((True, False) if zodb else (False,)):
-        f = io.BytesIO()
-        p = _pickler(f, use_zodb)
-        try:
-            for value in values:
-                p.dump(value)
-        except (pickle.PicklingError, zodbpickle.pickle.PicklingError):
-            if use_zodb:
-                continue
-            raise
-        return f.getvalue()
-    raise AssertionError("unreachable")
-
 
 def load_pickle(data: bytes):
     return _fidelity.Loader(io.BytesIO(data), encoding="bytes").load()
-
-
-# ---------------------------------------------------------------------------
-# Strategies
-# ---------------------------------------------------------------------------
-
-SPECIAL_CHARS = ["\x00", "\ud800", "\udbff", "\udc80", "\udfff", "\u2028", "\u2029", "\x08", "\x0c",
-                 "\x7f", "\x1f", "é", "😀", "中", "\n", "\r", '"', "\\", "/", "@", ":"]
-chars = st.one_of(st.characters(), st.sampled_from(SPECIAL_CHARS))
-texts = st.one_of(st.text(alphabet=chars, max_size=10),
-                  st.lists(st.sampled_from(SPECIAL_CHARS), min_size=2, max_size=4).map("".join))
-
-SPECIAL_INTS = [0, -1, 255, 256, 65535, 65536, 2**31 - 1, 2**31, -(2**31), -(2**31) - 1,
-                2**63 - 1, -(2**63), 2**63, -(2**63) - 1, 2**64, -(2**64), 2**128, 2**2048 + 1]
-ints = st.one_of(st.integers(), st.integers(min_value=-(2**80), max_value=2**80), st.sampled_from(SPECIAL_INTS))
-
-SPECIAL_FLOATS = [-0.0, 0.0, 5e-324, -5e-324, 2.2250738585072014e-308, 1e-7, 1e-5, 1e-4, 0.1, 1e15, 1e16,
-                  -1e16, 1e17, 1.2345678901234568e17, 1e300, 1.7976931348623157e308, math.inf, -math.inf, math.nan]
-floats = st.one_of(st.floats(), st.sampled_from(SPECIAL_FLOATS))
-finite_floats = st.floats(allow_nan=False)
-
-byte_strings = st.one_of(st.binary(max_size=12), st.binary(min_size=250, max_size=300))
-
-FIXED_TZS = [
-    datetime.timezone.utc,
-    datetime.timezone(datetime.timedelta(hours=5, minutes=30)),
-    datetime.timezone(-datetime.timedelta(hours=8)),
-    datetime.timezone(datetime.timedelta(hours=1, minutes=2, seconds=3)),
-    datetime.timezone(-datetime.timedelta(hours=5, seconds=15)),
-    datetime.timezone(datetime.timedelta(microseconds=1500)),
-    datetime.timezone(-datetime.timedelta(microseconds=1)),
-    datetime.timezone(datetime.timedelta(hours=23, minutes=59, seconds=59, microseconds=999999)),
-    datetime.timezone(datetime.timedelta(hours=1), "CET"),
-    datetime.timezone(datetime.timedelta(0), "Zulu"),
-    pytz.utc,
-    pytz.FixedOffset(90),
-]
-offsets = st.timedeltas(min_value=-datetime.timedelta(hours=23, minutes=59),
-                        max_value=datetime.timedelta(hours=23, minutes=59))
-fixed_tzs = st.one_of(st.sampled_from(FIXED_TZS), offsets.map(datetime.timezone))
-PYTZ_ZONES = ["Europe/Vienna", "US/Eastern", "Asia/Kolkata", "Australia/Lord_Howe", "America/St_Johns",
-              "Africa/Abidjan", "UTC"]
-tzinfos = st.one_of(st.none(), fixed_tzs, st.timezones())
-
-
-def _pytz_localized(dt: datetime.datetime, zone: str, localize: bool) -> datetime.datetime:
-    tz = pytz.timezone(zone)
-    return tz.localize(dt) if localize else dt.replace(tzinfo=tz)  # the latter: the zone's LMT
-
-
-datetimes = st.one_of(
-    st.datetimes(timezones=tzinfos),
-    st.builds(_pytz_localized,
-              st.datetimes(min_value=datetime.datetime(1900, 1, 1), max_value=datetime.datetime(2100, 1, 1)),
-              st.sampled_from(PYTZ_ZONES), st.booleans()),
-)
-times = st.times(timezones=tzinfos)
-SPECIAL_DECIMALS = ["-0", "0E-10", "1E+5", "1.10", "NaN", "-NaN123", "sNaN", "Infinity", "-Infinity",
-                    "1E+999999", "-1.000000000000000000000000000000000001"]
-decimals = st.one_of(st.decimals(allow_nan=True, allow_infinity=True),
-                     st.sampled_from(SPECIAL_DECIMALS).map(decimal.Decimal))
-
-oids = st.binary(min_size=8, max_size=8)
-pids = st.one_of(
-    st.builds(lambda o: (o, zodbapp.Item), oids),
-    st.builds(lambda o: (o, None), oids),
-    oids,  # a class with __getnewargs__: the bare oid
-    st.builds(lambda o: ["w", (o,)], oids),
-    st.builds(lambda o: ["w", (o, "other")], oids),
-    st.builds(lambda o: ["m", ("other", o, zodbapp.Item)], oids),
-    st.builds(lambda o: ["n", ("other", o)], oids),
-)
-refs = pids.map(Ref)
-
-hashable_leaves = st.one_of(
-    st.none(), st.booleans(), ints, finite_floats, texts, st.binary(max_size=8), st.uuids(), st.dates(),
-    st.decimals(allow_nan=False, allow_infinity=False),
-)
-hashables = st.recursive(
-    hashable_leaves,
-    lambda children: st.one_of(st.lists(children, max_size=3).map(tuple), st.frozensets(children, max_size=3)),
-    max_leaves=6,
-)
-
-leaves = st.one_of(
-    st.none(), st.booleans(), ints, floats, texts, byte_strings, st.binary(max_size=8).map(bytearray),
-    datetimes, st.dates(), times, st.timedeltas(), decimals, st.uuids(), refs,
-)
-
-MARKER_KEYS = ["@t", "@b", "@bi", "@d", "@set", "@fset", "@ref", "@pkl", "@dt", "@date", "@time", "@td",
-               "@dec", "@uuid", "@cls", "@s", "@reduce", "@newobj", "@inst", "@ns", "@su", "@f", "@items",
-               "@appends", "@kv", "@ks", "@next", "@children", "@first", "@args", "@state", "@obj",
-               "@callable", "@kwargs", "@tz", "@ns:AAAA", "@ns:AGE=", "@su:7aCA", "@ns:", "@su:", "@id",
-               "@type", "@context", "@", "@@t"]
-marker_keys = st.one_of(st.sampled_from(MARKER_KEYS), texts)
-
-
-def _marker_lookalikes(children):
-    """User dicts spelled like the codec's markers: they must come back as dicts."""
-    return st.one_of(
-        st.builds(lambda v: {"@t": [v]}, children),
-        st.builds(lambda v: {"@cls": ["zodbapp", "Item"], "@s": v}, children),
-        st.builds(lambda v: {"@cls": ["zodbapp", "Item"], "@s": v, "@items": [["k", v]]}, children),
-        st.builds(lambda a, b: {"@args": a, "@state": b}, children, children),
-        st.builds(lambda v: {"@reduce": {"callable": {"@cls": ["os", "system"]}, "args": {"@t": [v]}}}, children),
-        st.builds(lambda v: {"@ref": v}, children),
-        st.builds(lambda v: {"@kv": [[1, v]], "@next": None}, children),
-        st.sampled_from([
-            {"@dt": "2020-01-01T00:00:00", "@tz": {"zoneinfo": "UTC"}},
-            {"@time": "12:00:00", "@tz": {"pytz": ["UTC"], "name": "UTC"}},
-            {"@ns": "AA=="}, {"@su": "7aCA"}, {"@f": "nan"}, {"@f": "-0.0"}, {"@b": "AAAA"}, {"@bi": "12"},
-            {"@ref": "0000000000000001"}, {"@ref": ["0000000000000001", "a.B"]}, {"@pkl": "gAN9cQAu"},
-            {"@ks": [1]}, {"@children": [], "@first": None}, {"@d": [[1, 2]]}, {"@set": []}, {"@uuid": "0" * 32},
-            {"@date": "2020-01-01"}, {"@td": [1, 2, 3]}, {"@dec": "1.5"}, {"@cls": ["a", "b"]},
-            {"@ns:AAAA": 1}, {"@su:7aCA": 2}, {"@ns:AGE=": "x"}, {"@id": "https://example.org/", "@type": "T"},
-            {"@inst": {"@obj": 1, "@state": 2}}, {"@newobj": {"callable": None, "args": None}},
-        ]),
-    )
-
-
-def _plain(attrs):
-    obj = zodbapp.Plain()
-    obj.__dict__.update(attrs)
-    return obj
-
-
-def _plain_slots(x, attrs):
-    obj = zodbapp.PlainSlots()
-    obj.x = x
-    obj.__dict__.update(attrs)
-    return obj
-
-
-def _shared(x):
-    return [x, x, {"again": x}, (x,)]
-
-
-def _extend(children):
-    attrs = st.dictionaries(st.from_regex(r"[a-z_][a-z0-9_]{0,6}", fullmatch=True), children, max_size=3)
-    return st.one_of(
-        st.lists(children, max_size=4),
-        st.lists(children, max_size=4).map(tuple),
-        st.dictionaries(texts, children, max_size=4),
-        st.dictionaries(marker_keys, children, max_size=4),
-        st.dictionaries(hashables, children, max_size=4),
-        _marker_lookalikes(children),
-        st.sets(hashables, max_size=4),
-        st.frozensets(hashables, max_size=4),
-        st.builds(_plain, attrs),
-        st.builds(_plain_slots, children, attrs),
-        st.builds(_shared, st.lists(children, max_size=2)),
-        st.builds(_shared, st.dictionaries(texts, children, max_size=2)),
-    )
-
-
-values = st.recursive(leaves, _extend, max_leaves=20)
-states = st.one_of(st.dictionaries(texts, values, max_size=6), values)
-
-ITEM = ("zodbapp", "Item")
-KEYED = ("zodbapp", "Keyed")
-metas = st.one_of(
-    st.just((zodbapp.Item, ITEM)),  # a bare class: ZODB's format #1
-    st.just(((ITEM, None), ITEM)),  # ((module, name), None): formats #3/#7
-    st.builds(lambda a: ((zodbapp.Keyed, (a,)), KEYED), hashable_leaves),  # (class, newargs): format #2
-    st.builds(lambda a: ((KEYED, (a, 1)), KEYED), hashable_leaves),  # ((module, name), newargs)
-)
-
-
-@st.composite
-def records(draw):
-    (meta, cls), state = draw(metas), draw(states)
-    return make_record(meta, state, zodb=draw(st.booleans())), list(cls)
 
 
 # ---------------------------------------------------------------------------
@@ -364,7 +149,7 @@ def test_reencoding_is_idempotent(impl, rec):
 
 
 @SETTINGS
-@given(meta=metas, state=states, protocol=st.sampled_from([0, 1, 2, 4, 5]))
+@given(meta=metas, state=record_states, protocol=st.sampled_from([0, 1, 2, 4, 5]))
 def test_other_protocols_lose_nothing(impl, jsonb, meta, state, protocol):
     # Protocols 0 to 5 (ZODB writes 3; older and newer tools
     # wrote these).  Protocol 0 and 1 cannot write ZODB's persistent ids
@@ -427,8 +212,8 @@ def test_user_dicts_that_the_postgresql_rewrite_turns_into_markers(impl, jsonb, 
 
 # dict_to_pickle takes a dict: the generated value sits under a key (and a
 # top-level tuple, a marker dict, is tried as is).
-tops = st.one_of(st.builds(lambda v: {"v": v}, values), st.dictionaries(marker_keys, values, max_size=4),
-                 st.lists(values, max_size=4).map(tuple))
+tops = st.one_of(st.builds(lambda v: {"v": v}, record_values), st.dictionaries(marker_keys, record_values, max_size=4),
+                 st.lists(record_values, max_size=4).map(tuple))
 
 
 @SETTINGS
@@ -457,10 +242,6 @@ def test_pickle_to_json_and_back_loses_nothing(impl, value, zodb):
 # Native Python values given to the encoders (docs/api.md): everything but
 # references, application objects and dict keys starting with "@" (which
 # the encoders read as markers: that is their input format).
-native_leaves = st.one_of(
-    st.none(), st.booleans(), ints, floats, texts, byte_strings, st.binary(max_size=8).map(bytearray),
-    datetimes, st.dates(), times, st.timedeltas(), decimals, st.uuids(),
-)
 plain_keys = texts.filter(lambda k: not k.startswith("@"))
 native_values = st.recursive(native_leaves, lambda children: st.one_of(
     st.lists(children, max_size=4),

@@ -42,6 +42,8 @@ from corpus import NAMES, row_record, vectors
 from deepvalues import json_text, nested_pickle
 from helpers import (DECODERS, ENCODERS, MIXED_BLOCKS, NOT_THREE_BYTE, ODD_CHARACTERS, PICKLE_DECODERS, THREE_BYTE_RUN,
                      large_text_records, record, utf8_texts)
+from strategies import (MARKER_KEYS, any_texts, class_pickles, decimals, floats, ints, pickled_hashable_leaves,
+                        pickled_leaves, pickled_marker_keys, pickled_states, pickled_values, records)
 from strictcompare import describe, diff, outcome, outcome_diff
 from twinloader import load_twin
 
@@ -344,98 +346,7 @@ def test_every_argument_type_gives_the_same_outcome(twins, fn):
 # (a) Generated Python values, pickled with protocols 0 to 5
 # ---------------------------------------------------------------------------
 
-SPECIAL_CHARS = ["\x00", "\ud800", "\udbff", "\udc80", "\udfff", "\u2028", "\x7f", "\x1f", "é", "😀", "中",
-                 "\n", '"', "\\", "@", ":"]
-short_texts = st.text(st.one_of(st.characters(), st.sampled_from(SPECIAL_CHARS)), max_size=8)
-# Long enough (4 KB and more) for the Cython twin's JSON text path to leave them in the pickle.
-long_texts = st.builds(lambda t, n: (t + "abcdefgh") * n, short_texts, st.integers(512, 514))
-texts = st.one_of(short_texts, st.lists(st.sampled_from(SPECIAL_CHARS), min_size=1, max_size=4).map("".join),
-                  long_texts)
-SPECIAL_INTS = [0, -1, 255, 256, 65535, 65536, 2**31 - 1, 2**31, -(2**31), -(2**31) - 1, 2**63 - 1, -(2**63),
-                2**63, -(2**63) - 1, 2**64, 2**128, -(2**1000) - 7]
-ints = st.one_of(st.integers(), st.sampled_from(SPECIAL_INTS))
-_PAYLOAD_NAN = struct.unpack(">d", bytes.fromhex("7ff8000000000001"))[0]
-SPECIAL_FLOATS = [math.nan, -math.nan, _PAYLOAD_NAN, math.inf, -math.inf, -0.0, 0.0, 1e16, -1e16, 1e17, 1e-7, 1e-5,
-                  1e-4, 0.1, 1e15, 123456789012345678.0, 5e-324, 2.2250738585072014e-308, 1.7976931348623157e308]
-floats = st.one_of(st.floats(), st.sampled_from(SPECIAL_FLOATS))
-SPECIAL_DECIMALS = ["-0", "0E-10", "1E+5", "1.10", "NaN", "-NaN123", "sNaN", "Infinity", "-Infinity", "1E+999999"]
-decimals = st.one_of(st.decimals(allow_nan=True, allow_infinity=True),
-                     st.sampled_from(SPECIAL_DECIMALS).map(decimal.Decimal))
-tzinfos = st.one_of(st.none(), st.timezones(), st.sampled_from([pytz.utc, pytz.FixedOffset(90)]),
-                    st.timedeltas(min_value=-datetime.timedelta(hours=23), max_value=datetime.timedelta(hours=23))
-                    .map(datetime.timezone),
-                    st.sampled_from(["Europe/Vienna", "US/Eastern", "Asia/Kolkata"]).map(pytz.timezone))
-datetimes = st.one_of(st.datetimes(timezones=tzinfos),
-                      st.builds(lambda dt, z: pytz.timezone(z).localize(dt),
-                                st.datetimes(min_value=datetime.datetime(1900, 1, 1),
-                                             max_value=datetime.datetime(2100, 1, 1)),
-                                st.sampled_from(["Europe/Vienna", "US/Eastern"])))
-
-hashable_leaves = st.one_of(st.none(), st.booleans(), ints, st.floats(allow_nan=False), texts, st.binary(max_size=8),
-                            st.uuids(), st.dates(), st.decimals(allow_nan=False, allow_infinity=False))
-hashables = st.recursive(hashable_leaves, lambda c: st.one_of(st.lists(c, max_size=3).map(tuple),
-                                                             st.frozensets(c, max_size=3)), max_leaves=5)
-leaves = st.one_of(st.none(), st.booleans(), ints, floats, texts, st.binary(max_size=12),
-                   st.binary(min_size=250, max_size=300), st.binary(max_size=8).map(bytearray), datetimes,
-                   st.dates(), st.times(timezones=tzinfos), st.timedeltas(), decimals, st.uuids())
-MARKER_KEYS = ["@t", "@b", "@bi", "@d", "@set", "@fset", "@ref", "@pkl", "@dt", "@date", "@time", "@td", "@dec",
-               "@uuid", "@cls", "@s", "@reduce", "@newobj", "@inst", "@ns", "@su", "@f", "@items", "@appends",
-               "@kv", "@ks", "@next", "@children", "@first", "@args", "@state", "@obj", "@callable", "@kwargs",
-               "@tz", "@ns:AAAA", "@ns:AGE=", "@su:7aCA", "@ns:", "@", "@@t"]
-marker_keys = st.one_of(st.sampled_from(MARKER_KEYS), texts)
-
-
-def _containers(children):
-    return st.one_of(
-        st.lists(children, max_size=4),
-        st.lists(children, max_size=4).map(tuple),
-        st.dictionaries(texts, children, max_size=4),
-        st.dictionaries(marker_keys, children, max_size=3),
-        st.dictionaries(hashables, children, max_size=3),
-        st.sets(hashables, max_size=3),
-        st.frozensets(hashables, max_size=3),
-        st.builds(lambda v: [v, v, {"again": v}], children),  # shared: memo GETs
-    )
-
-
-values = st.recursive(leaves, _containers, max_leaves=16)
-
-# Class names: BTrees ones have their own state mapping; the odd ones reach
-# the PostgreSQL name checks.
-CLASSES = [("persistent.mapping", "PersistentMapping"), ("BTrees.OOBTree", "OOBTree"),
-           ("BTrees.OOBTree", "OOBucket"), ("BTrees.IIBTree", "IITreeSet"), ("BTrees.OIBTree", "OISet"),
-           ("BTrees.Length", "Length"), ("zodbapp", "Item"), ("m\x00", "C"), ("m", "\ud800"), ("", ""), ("é", "中")]
-classes = st.one_of(st.sampled_from(CLASSES), st.tuples(texts, texts))
-
-
-def _bucket(items: list) -> tuple:
-    return (tuple(items),)
-
-
-# BTree-family states (bucket items, tree children), so that those mappings are reached with data they accept.
-btree_states = st.one_of(
-    st.lists(hashable_leaves, max_size=6).map(_bucket),
-    st.builds(lambda items, nxt: (tuple(items), nxt), st.lists(hashable_leaves, max_size=6), values),
-    st.lists(hashable_leaves, max_size=6).map(lambda items: ((_bucket(items),),)),
-    st.builds(lambda a, k, b, first: ((a, k, b), first), values, hashable_leaves, values, values),
-)
-states = st.one_of(st.dictionaries(texts, values, max_size=5), values, btree_states)
-
-
-@st.composite
-def class_pickles(draw) -> bytes:
-    """The class pickle in the spellings ZODB has used."""
-    module, name = draw(classes)
-    form = draw(st.sampled_from(["pair", "pair+None", "pair+args", "global"]))
-    if form == "global":  # a class as GLOBAL (format #1): only text without newlines fits
-        assume("\n" not in module + name)
-        try:
-            return b"\x80\x03c" + module.encode("utf-8") + b"\n" + name.encode("utf-8") + b"\nq\x00."
-        except UnicodeEncodeError:
-            assume(False)
-    meta = {"pair": (module, name), "pair+None": ((module, name), None),
-            "pair+args": ((module, name), draw(st.lists(hashable_leaves, max_size=2).map(tuple)))}[form]
-    return pickle.dumps(meta, 3)
+# The values, states and class pickles: tests/strategies.py (pickled_values, pickled_states, class_pickles).
 
 
 def _dumps(value: Any, protocol: int) -> bytes:
@@ -447,7 +358,7 @@ def _dumps(value: Any, protocol: int) -> bytes:
 
 
 @SETTINGS
-@given(value=values, protocol=st.integers(0, 5))
+@given(value=pickled_values, protocol=st.integers(0, 5))
 def test_pickles_of_python_values(twins, value, protocol):
     data = _dumps(value, protocol)
     found = Differences()
@@ -456,7 +367,7 @@ def test_pickles_of_python_values(twins, value, protocol):
 
 
 @SETTINGS
-@given(klass=class_pickles(), state=states, protocol=st.integers(0, 5))
+@given(klass=class_pickles(), state=pickled_states, protocol=st.integers(0, 5))
 def test_records_of_python_values(twins, klass, state, protocol):
     data = klass + _dumps(state, protocol)
     found = Differences()
@@ -897,8 +808,6 @@ def test_references_read_at_once_and_their_pid_tuples(twins):
 def test_records_as_zodb_writes_them(twins):
     # The property tests' own records (zodbpickle, one memo for both pickles,
     # persistent references, application objects), compared here.
-    from test_hypothesis import records
-
     @SETTINGS
     @given(rec=records())
     def check(rec):
@@ -983,17 +892,17 @@ def test_the_samples_cover_many_classes():
 # ---------------------------------------------------------------------------
 
 B64 = [base64.b64encode(b).decode() for b in (b"", b"a", b"ab", b"abc", b"\x00" * 9)] + ["YQ", "not base64!", "===="]
-json_junk = st.one_of(st.none(), st.booleans(), ints, floats, texts, st.sampled_from(B64), st.builds(list), st.builds(dict),
-                      st.lists(ints, max_size=3))
+json_junk = st.one_of(st.none(), st.booleans(), ints, floats, any_texts, st.sampled_from(B64), st.builds(list),
+                      st.builds(dict), st.lists(ints, max_size=3))
 junk = st.one_of(json_junk, st.binary(max_size=4), st.just((1,)))
-json_leaves = st.one_of(st.none(), st.booleans(), ints, floats, texts)
+json_leaves = st.one_of(st.none(), st.booleans(), ints, floats, any_texts)
 PAYLOADS = {
-    "@b": st.sampled_from(B64), "@bi": st.one_of(ints.map(str), texts), "@pkl": st.sampled_from(B64 + ["gAN9cQAu"]),
-    "@dt": st.one_of(st.datetimes().map(datetime.datetime.isoformat), texts),
-    "@date": st.one_of(st.dates().map(datetime.date.isoformat), texts),
-    "@time": st.one_of(st.times().map(datetime.time.isoformat), texts),
-    "@td": st.lists(ints, min_size=2, max_size=4), "@dec": st.one_of(decimals.map(str), texts),
-    "@uuid": st.one_of(st.uuids().map(lambda u: u.hex), texts),
+    "@b": st.sampled_from(B64), "@bi": st.one_of(ints.map(str), any_texts), "@pkl": st.sampled_from(B64 + ["gAN9cQAu"]),
+    "@dt": st.one_of(st.datetimes().map(datetime.datetime.isoformat), any_texts),
+    "@date": st.one_of(st.dates().map(datetime.date.isoformat), any_texts),
+    "@time": st.one_of(st.times().map(datetime.time.isoformat), any_texts),
+    "@td": st.lists(ints, min_size=2, max_size=4), "@dec": st.one_of(decimals.map(str), any_texts),
+    "@uuid": st.one_of(st.uuids().map(lambda u: u.hex), any_texts),
     "@f": st.sampled_from(["nan", "inf", "-inf", "-0.0", "1e+16", "NaNa", "", "1e999", "0x1p3"]),
     "@ns": st.sampled_from(B64), "@su": st.sampled_from(B64 + ["7aCA"]),
     "@ref": st.one_of(st.sampled_from(["0000000000000001", "zz", ""]),
@@ -1033,17 +942,17 @@ def _markers(children, junk):
 
 def _trees(leaf, junk):
     return st.recursive(leaf, lambda children: st.one_of(
-        st.lists(children, max_size=4), st.dictionaries(marker_keys, children, max_size=3), _markers(children, junk)),
-        max_leaves=12)
+        st.lists(children, max_size=4), st.dictionaries(pickled_marker_keys, children, max_size=3),
+        _markers(children, junk)), max_leaves=12)
 
 
 json_trees = _trees(json_leaves, json_junk)
 # The dict encoders take Python values too: tuples, sets, bytes, datetimes...
-python_trees = _trees(st.one_of(json_leaves, leaves, st.lists(hashable_leaves, max_size=2).map(tuple),
-                                st.frozensets(hashable_leaves, max_size=2)), junk)
+python_trees = _trees(st.one_of(json_leaves, pickled_leaves, st.lists(pickled_hashable_leaves, max_size=2).map(tuple),
+                                st.frozensets(pickled_hashable_leaves, max_size=2)), junk)
 record_classes = st.one_of(st.sampled_from([["m", "C"], ["BTrees.OOBTree", "OOBTree"], ["BTrees.OOBTree", "OOBucket"],
                                             ["BTrees.IIBTree", "IITreeSet"], ["BTrees.OIBTree", "OISet"]]),
-                           st.lists(texts, min_size=2, max_size=2))
+                           st.lists(any_texts, min_size=2, max_size=2))
 
 
 def compare_encoders(twins, tree: Any, cls: list, found: Differences) -> None:
@@ -1099,7 +1008,7 @@ def _damage(tree: Any, path: Tuple, how: str, new: Any) -> Any:
 
 
 @SETTINGS
-@given(value=values, data=st.data())
+@given(value=pickled_values, data=st.data())
 def test_decoded_trees_damaged(twins, value, data):
     # Real marker trees (what the Python twin makes of pickled values), one node then spoiled.
     pickled = _dumps({"v": value}, 3)
@@ -1247,7 +1156,7 @@ def test_bi_marker_texts(twins):
 
 @SETTINGS
 @given(numbers=st.lists(st.one_of(floats, ints, st.integers(-(2**64), 2**64)), min_size=10, max_size=60),
-       words=st.lists(texts, max_size=20), protocol=st.sampled_from([0, 2, 3, 5]))
+       words=st.lists(any_texts, max_size=20), protocol=st.sampled_from([0, 2, 3, 5]))
 def test_many_numbers_and_texts(twins, numbers, words, protocol):
     # Number and text formatting (JSON text, @f/@bi markers, escapes), densely.
     value = {"n": numbers, "w": words, "k": dict(zip(words, numbers))}
