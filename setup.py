@@ -23,7 +23,9 @@ wheel, which only points at the source tree, keeps setuptools' tag.)
 import contextlib
 import importlib.util
 import os
+import shlex
 import sys
+import sysconfig
 import tempfile
 from pathlib import Path
 
@@ -123,6 +125,7 @@ class all_or_nothing_build_ext(build_ext):
             self._give_up(f"its C extensions could not be built ({type(exc).__name__}: {exc})")
 
     def build_extensions(self):
+        self._keep_pythons_cflags()
         try:
             self._check_compiler()
         except Exception:  # CompileError: a missing or broken compiler, or no Python.h (its output is above)
@@ -145,6 +148,21 @@ class all_or_nothing_build_ext(build_ext):
             if REQUIRED:
                 raise
             print(f"building {ext.name} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+    def _keep_pythons_cflags(self):
+        """Python's own CFLAGS first, then CFLAGS from the environment, as distutils always did.
+
+        Recent setuptools (84 here) lets the environment's CFLAGS replace Python's (-DNDEBUG -fwrapv -O2
+        or -O3 ...) instead of adding to them: with CFLAGS=-g0, as the release workflow and
+        scripts/build-wheels set it, the twins came out unoptimised (-O0) with CPython's asserts on."""
+        if self.compiler.compiler_type != "unix" or not os.environ.get("CFLAGS"):
+            return
+        pythons = shlex.split(sysconfig.get_config_var("CFLAGS") or "")
+        command = list(self.compiler.compiler_so)
+        if not pythons or any(command[i:i + len(pythons)] == pythons for i in range(len(command))):
+            return  # an older setuptools kept them
+        cc = len(shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"))
+        self.compiler.set_executable("compiler_so", command[:cc] + pythons + command[cc:])
 
     def _check_compiler(self):
         """Compile a file that includes Python.h: a quick, clear failure instead of one per extension."""

@@ -319,12 +319,18 @@ def test_sixteen_byte_branches_without_avx2(tmp_path):
 
 def _text_tests_of_a_build(tmp_path, flag: str, without: bytes) -> None:
     """The twins built with CFLAGS=flag, whose encoder lacks the symbol without (the usual build has it),
-    pass the tests of the text the SIMD branches handle."""
+    pass the tests of the text the SIMD branches handle; and CFLAGS from the environment come after
+    Python's own, as in every distutils (setuptools 84 lets them replace Python's: -O0, asserts on)."""
     tree = source_tree(tmp_path)
-    build = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=tree,
+    build = subprocess.run([sys.executable, "setup.py", "build_ext", "--inplace"], cwd=tree,
                            env=child_env({"CFLAGS": flag, "ZODB_JSON_CODEC_REQUIRE_EXT": "1"}),
                            capture_output=True, text=True, timeout=1800)
     assert build.returncode == 0, (build.stdout + build.stderr)[-3000:]
+    pythons = " ".join(shlex.split(sysconfig.get_config_var("CFLAGS") or ""))
+    compiles = [line for line in build.stdout.splitlines() if " -c " in line and "_cython.c" in line]
+    assert len(compiles) == len(MODULES), build.stdout[-3000:]
+    for line in compiles:
+        assert " ".join(shlex.split(line)).find(f"{pythons} {flag}") > 0, line
     [encoder] = (tree / "src" / "zodb_json_codec").glob(f"_encode_cython{EXT_SUFFIX}")
     assert without not in encoder.read_bytes()
     usual = list((ROOT / "src" / "zodb_json_codec").glob(f"_encode_cython{EXT_SUFFIX}"))
