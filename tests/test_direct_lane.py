@@ -312,9 +312,9 @@ def test_other_class_pickles_are_left_to_the_decoder(twins):
         assert lane is None and expected[0] == "ok"
 
 
-def test_a_declined_class_still_gives_the_same_text(twins):
-    """After the lane declines a record, the next records of that class go the usual way for a while
-    (plain_state_text's memory); either way the text is the Python twin's."""
+def test_a_declined_record_does_not_change_the_route_of_the_next(twins):
+    """Whether the lane takes a record depends on that record alone: records of a class whose record it
+    just declined are taken, and every text is the Python twin's."""
     python, cython, lane = twins
     declined = zodb_record({"@id": "a JSON-LD key: the marker rules look at it"})
     assert lane(declined) is None

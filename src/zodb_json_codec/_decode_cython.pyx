@@ -44,8 +44,7 @@ from ._decode_common import (
     persistent_ref, rebuilt_target, shares_a_rebuilt, string_line, text_line, unicode_line,
 )
 from ._jsontext_cython cimport TextSpan, clean_utf8, materialized, pg_json_text, text_span
-from ._pickletext_cython cimport (CLASS_GLOBAL, CLASS_NAMES, CLASS_NAMES_NONE, ClassForm, ClassPickle, lane_text,
-                                  plain_state_text)
+from ._pickletext_cython cimport CLASS_GLOBAL, CLASS_NAMES, CLASS_NAMES_NONE, ClassForm, ClassPickle, lane_text
 from ._jsontext_python import pretty_json_text, sanitize_for_pg
 
 cdef extern from "Python.h":
@@ -1513,21 +1512,8 @@ cdef inline int _op_setitem(_Context ctx, Py_ssize_t start) except -1:
         k = materialized(k)
         if not _keeps_spans(ctx, target, k):
             v = materialized(v)
-    elif _plain_set(ctx, target, k):
-        PyDict_SetItem(<dict>target, k, v)
-        return 0
     _set_items(ctx, target, [k, v], start, "SETITEM")
     return 0
-
-
-cdef inline bint _plain_set(_Context ctx, object target, object k):
-    """May SETITEM put k into target directly (what _set_items would do, without a list of two)?
-    A plain dict with nothing else to track, a str key not starting with "@", and the dict not
-    one key that could be a marker (set_items checks that first)."""
-    return (type(target) is dict and type(k) is str and not ctx.shared and not ctx.objs and not ctx.dforms
-            and len(<dict>target) != 1
-            and not _at_text(<PyObject*>k)
-            and not _maybe_marker(<dict>target))
 
 
 cdef inline Py_ssize_t _op_binfloat(_Context ctx, const unsigned char* p,
@@ -2385,8 +2371,8 @@ def decode_zodb_record_for_pg_json(data):
         names = _usual_class_names(<bytes>data, &klass)
         if names is not None:
             refs = []
-            text = plain_state_text(<bytes>data, &klass, btree_bits(<str>names[0], <str>names[1]), refs,
-                                    _budget(PyBytes_GET_SIZE(data)))
+            text = lane_text(<bytes>data, &klass, btree_bits(<str>names[0], <str>names[1]), refs,
+                             _budget(PyBytes_GET_SIZE(data)))
             if text is not None:
                 return names[0], names[1], text, refs
     ctx = _decode_record(data, True, names, &klass)
@@ -2399,8 +2385,7 @@ def decode_zodb_record_for_pg_json(data):
 
 
 def _direct_lane_record(bytes data not None):
-    """For the tests: decode_zodb_record_for_pg_json's result by the direct lane alone (whatever it declined
-    before), or None."""
+    """For the tests: decode_zodb_record_for_pg_json's result by the direct lane alone, or None."""
     cdef ClassPickle klass
     names = _usual_class_names(data, &klass)
     if names is None:

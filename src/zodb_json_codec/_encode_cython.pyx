@@ -2170,55 +2170,6 @@ def encode_zodb_record(obj):
     return zjc_call_or(_record, obj, <PyObject*>_DEEPER, <PyObject*>_python_encode_zodb_record)
 
 
-cdef object _record(object obj):
-    """encode_zodb_record of a value within the C walk's depth."""
-    cdef PyObject* p
-    cdef PyObject* s
-    if (type(obj) is dict and _record_items(<dict>obj, &p, &s) and p != NULL and s != NULL
-            and _is_usual_cls(<object>p) and _is_usual_state(<object>s)):
-        # The names are written before any code runs; the state is held: its own values' code may empty
-        # the record that holds it (test_a_state_whose_code_empties_its_record).
-        state = <object>s
-        return _usual_record(<str>PyList_GET_ITEM(<object>p, 0), <str>PyList_GET_ITEM(<object>p, 1), state)
-    return _any_record(obj)
-
-
-cdef inline bint _is_usual_cls(object cls) noexcept:
-    """cls is a list of two ASCII strs (that fit a BINUNICODE), the first not empty: nearly every record's."""
-    return (type(cls) is list and PyList_GET_SIZE(cls) == 2
-            and _is_ascii_str(<object>PyList_GET_ITEM(cls, 0)) and _is_ascii_str(<object>PyList_GET_ITEM(cls, 1))
-            and PyUnicode_GET_LENGTH(<object>PyList_GET_ITEM(cls, 0)) > 0)
-
-
-cdef inline bint _is_usual_state(object state) noexcept:
-    """state is not one of the dicts the record itself reads (a verbatim ``@pkl``, an ``@args``/``@state``
-    pair): those of one or two keys, each an exact str, none "@pkl" or "@args"."""
-    cdef Py_ssize_t pos = 0
-    cdef PyObject* k
-    cdef PyObject* v
-    if type(state) is not dict or PyDict_GET_SIZE(state) > 2:
-        return True
-    while zjc_dict_next(state, &pos, &k, &v):
-        if type(<object>k) is not str or _is_text(<str>k, b"@pkl", 4) or _is_text(<str>k, b"@args", 5):
-            return False
-    return True
-
-
-cdef bytes _usual_record(str module, str name, object state):
-    """_any_record of an _is_usual_cls class and an _is_usual_state state, without its questions: a one-number
-    record's encode is mostly what is asked of every record (benchmarks/report.py, encode btree_length)."""
-    cdef unsigned char stack[_STACK_BUFFER]
-    cdef Writer w
-    cdef int bt = _btree_class(module, name)
-    _init(&w, stack, True)
-    try:
-        _usual_record_head(&w, module, name)
-        _record_state(&w, state, bt)
-        return _result(&w)
-    finally:
-        _release(&w)
-
-
 cdef inline int _record_state(Writer* w, object state, int bt) except -1:
     """The state pickle after its PROTO: a BTree's (bt: _btree_class of the record's names) or any value's."""
     if bt >= 0:
@@ -2228,8 +2179,8 @@ cdef inline int _record_state(Writer* w, object state, int bt) except -1:
     return _op(w, STOP)
 
 
-cdef bytes _any_record(obj):
-    """encode_zodb_record of any argument: other shapes of the record and of its class, and their errors."""
+cdef object _record(object obj):
+    """encode_zodb_record of a value within the C walk's depth."""
     cdef unsigned char stack[_STACK_BUFFER]
     cdef Writer w
     cdef PyObject* p

@@ -17,5 +17,4 @@ cdef struct ClassPickle:  # a record's class pickle of a usual form, as _decode_
     Py_ssize_t name_size
 
 
-cdef object plain_state_text(bytes data, ClassPickle* klass, int btree, list refs, Py_ssize_t budget)
 cdef object lane_text(bytes data, ClassPickle* klass, int btree, list refs, Py_ssize_t budget)

@@ -1294,54 +1294,11 @@ cdef int _write_btree_state(Lane* lane, Out* out, Py_ssize_t root, int btree) no
 # The entry point
 # ---------------------------------------------------------------------------
 
-# Records of one class mostly have states of one shape: after the lane declines a record, the next
-# SKIPS_AFTER_DECLINE records of its class go the usual way at once, without the walk that would end in
-# declining them too (1,761 instructions a wikipedia record, whose states hold datetimes).  Classes are
-# told apart by a hash of the class pickle's bytes, in a table of DECLINE_SLOTS entries: a collision only
-# sends a record the usual way, which gives the same text.
-cdef enum:
-    DECLINE_SLOTS = 256
-    SKIPS_AFTER_DECLINE = 15
-
-cdef uint64_t _declined_class[DECLINE_SLOTS]
-cdef unsigned char _skips_left[DECLINE_SLOTS]
-
-
-cdef inline uint64_t _class_hash(const unsigned char* p, Py_ssize_t n) noexcept nogil:
-    """A hash of the class pickle's n bytes, 8 at a time."""
-    cdef uint64_t h = <uint64_t>n * 0x9E3779B97F4A7C15ULL, word
-    cdef Py_ssize_t i = 0
-    while i < n:
-        word = 0
-        memcpy(&word, p + i, 8 if n - i >= 8 else n - i)
-        h = (h ^ word) * 0xC2B2AE3D27D4EB4FULL
-        h ^= h >> 31
-        i += 8
-    return h
-
-
-cdef object plain_state_text(bytes data, ClassPickle* klass, int btree, list refs, Py_ssize_t budget):
-    """The PostgreSQL JSON text of the record's state pickle, its references' oids appended to refs; or
-    None: not for the lane (or a record of a class whose states the lane declined just before).  budget:
-    the record's expansion budget (_decode_common.expansion_budget)."""
-    cdef uint64_t hashed = _class_hash(<const unsigned char*>PyBytes_AS_STRING(data), klass.stop)
-    cdef Py_ssize_t slot = <Py_ssize_t>(hashed % DECLINE_SLOTS)
-    if _declined_class[slot] == hashed and _skips_left[slot]:
-        _skips_left[slot] -= 1
-        return None
-    result = lane_text(data, klass, btree, refs, budget)
-    if result is None:
-        _declined_class[slot] = hashed
-        _skips_left[slot] = SKIPS_AFTER_DECLINE
-    elif _declined_class[slot] == hashed:
-        _skips_left[slot] = 0
-    return result
-
-
 cdef object lane_text(bytes data, ClassPickle* klass, int btree, list refs, Py_ssize_t budget):
-    """plain_state_text, always walking the state (the tests call this).  The walk and the writing touch
-    no Python object: for a record of NOGIL_RECORD bytes and more they run with the GIL released, so
-    that threads storing big objects run at once."""
+    """The PostgreSQL JSON text of the record's state pickle, its references' oids appended to refs; or
+    None: not for the lane.  budget: the record's expansion budget (_decode_common.expansion_budget).
+    The walk and the writing touch no Python object: for a record of NOGIL_RECORD bytes and more they run
+    with the GIL released, so that threads storing big objects run at once."""
     cdef Lane lane
     cdef Out out
     cdef bint taken
