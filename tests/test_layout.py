@@ -141,3 +141,23 @@ def test_the_checker_sees_imports():
     assert "_decode_known" in imports("_decode_cython", FILES["_decode_cython"])
     assert imports("_db/verify", FILES["_db/verify"]) >= {PACKAGE, "_db/fidelity", "_db", "_jsonread"}
     assert imports("cli", FILES["cli"]) >= {PACKAGE, "_db", "_db/jsonl", "_db/pg"}
+
+
+def test_the_size_script_counts_the_whole_compiled_side():
+    """scripts/twin-size (docs/design.md, "Two twins") counts every line of every compiled file, once."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "twin-size")], capture_output=True, text=True,
+                          check=True)
+    counted = {}
+    for line in done.stdout.splitlines():
+        found = re.fullmatch(r"\s*(\d+)  (the compiled twins|the lane and the reader|the Python twin modules)\b.*",
+                             line)
+        if found:
+            counted[found.group(2)] = int(found.group(1))
+    compiled = [p for p in PACKAGE_DIR.iterdir() if p.suffix in (".pyx", ".pxd", ".h", ".pxi")]
+    assert len(compiled) >= 10
+    total = sum(len(p.read_text(encoding="utf-8").splitlines()) for p in compiled)
+    assert counted["the compiled twins"] + counted["the lane and the reader"] == total
+    assert counted["the Python twin modules"] > 1000
