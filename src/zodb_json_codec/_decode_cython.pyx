@@ -32,6 +32,7 @@ from libc.math cimport fabs, isinf, isnan, signbit
 from ._classnames cimport BTREE_FAMILY, BTREE_IS_MAP, BTREE_IS_TREE, btree_bits
 from ._datetext cimport date_state_text, datetime_state_text, offset_text
 from ._opcodes cimport *
+from ._primitives cimport ZJC_B64_LENGTH, zjc_b64_decode, zjc_b64_encode, zjc_b64_size, zjc_hex_encode
 
 from . import _decode_known, _known
 from ._common import C_WALK_DEPTH, CodecError, b64encode, bytes_argument
@@ -82,7 +83,6 @@ cdef Py_ssize_t C_WALK = C_WALK_DEPTH
 # _decode_common.DEEP_CONTAINERS less one: references read at once (_fused_ref) are not counted as containers;
 # each is a leaf of at most two levels ({"@ref": [oid, class]}), and one container's three allow for it.
 cdef Py_ssize_t C_DEEP_CONTAINERS = _decode_common.DEEP_CONTAINERS - 1
-cdef const char* B64_ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 cdef object _from_bytes = int.from_bytes
 
 
@@ -270,37 +270,10 @@ cdef inline str _owned(PyObject* s):
     return result
 
 
-# The base64 text of every 12-bit value: two characters per lookup.
-cdef char B64_PAIRS[8192]
-for _v in range(4096):
-    B64_PAIRS[2 * _v] = B64_ALPHABET[_v >> 6]
-    B64_PAIRS[2 * _v + 1] = B64_ALPHABET[_v & 63]
-
-
 cdef str _b64(const unsigned char* p, Py_ssize_t n):
     """Standard base64 with padding, as binascii.b2a_base64(newline=False) writes it."""
-    cdef Py_ssize_t full = n // 3, rest = n - full * 3, i
-    cdef str out = PyUnicode_New(((n + 2) // 3) * 4, 127)
-    cdef Py_UCS1* o = PyUnicode_1BYTE_DATA(out)
-    cdef uint32_t v
-    for i in range(full):
-        v = (<uint32_t>p[0] << 16) | (<uint32_t>p[1] << 8) | p[2]
-        memcpy(o, B64_PAIRS + 2 * (v >> 12), 2)
-        memcpy(o + 2, B64_PAIRS + 2 * (v & 4095), 2)
-        p += 3
-        o += 4
-    if rest == 1:
-        v = <uint32_t>p[0] << 16
-        o[0] = B64_ALPHABET[v >> 18]
-        o[1] = B64_ALPHABET[(v >> 12) & 63]
-        o[2] = 61  # '='
-        o[3] = 61
-    elif rest == 2:
-        v = (<uint32_t>p[0] << 16) | (<uint32_t>p[1] << 8)
-        o[0] = B64_ALPHABET[v >> 18]
-        o[1] = B64_ALPHABET[(v >> 12) & 63]
-        o[2] = B64_ALPHABET[(v >> 6) & 63]
-        o[3] = 61
+    cdef str out = PyUnicode_New(ZJC_B64_LENGTH(n), 127)
+    zjc_b64_encode(p, n, PyUnicode_1BYTE_DATA(out))
     return out
 
 
@@ -570,22 +543,9 @@ cdef object _flat(list flat, bint is_map):
 cdef object _UNSURE = object()  # immutable sentinel: "let _known decide"
 
 
-cdef inline int _b64_value(unsigned int c):
-    if 65 <= c <= 90:
-        return c - 65
-    if 97 <= c <= 122:
-        return c - 71
-    if 48 <= c <= 57:
-        return c + 4
-    if c == 43:
-        return 62
-    if c == 47:
-        return 63
-    return -1
-
-
 cdef Py_ssize_t _b64_small(object v, unsigned char* out, Py_ssize_t cap):
-    """Bytes of a {"@b": text} made by this decoder (canonical, at most cap bytes) into out.
+    """Bytes of a {"@b": text} made by this decoder (canonical, at most cap bytes) into out.  cap is at most
+    10, so zjc_b64_decode's 16 bytes a step, which write past the text's bytes, never run here.
 
     -1: not such a marker (no bytes); -2: a text this fast path does not read (ask binascii).
     """
@@ -595,31 +555,13 @@ cdef Py_ssize_t _b64_small(object v, unsigned char* out, Py_ssize_t cap):
     text = <object>found
     if type(text) is not str:
         return -1
-    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i, o = 0, pad = 0
-    cdef int a, b, c, d
-    if n % 4 or n // 4 * 3 > cap + 2 or not PyUnicode_IS_ASCII(text):
+    if not PyUnicode_IS_ASCII(text):
         return -2
-    cdef const Py_UCS1* t = PyUnicode_1BYTE_DATA(text)
-    if n and t[n - 1] == 61:
-        pad = 2 if t[n - 2] == 61 else 1
-    for i in range(0, n, 4):
-        a = _b64_value(t[i])
-        b = _b64_value(t[i + 1])
-        c = 0 if (i + 4 == n and pad == 2) else _b64_value(t[i + 2])
-        d = 0 if (i + 4 == n and pad >= 1) else _b64_value(t[i + 3])
-        if a < 0 or b < 0 or c < 0 or d < 0:
-            return -2
-        if o + 3 - (pad if i + 4 == n else 0) > cap:
-            return -2
-        out[o] = <unsigned char>((a << 2) | (b >> 4))
-        o += 1
-        if i + 4 < n or pad < 2:
-            out[o] = <unsigned char>(((b & 15) << 4) | (c >> 2))
-            o += 1
-        if i + 4 < n or pad < 1:
-            out[o] = <unsigned char>(((c & 3) << 6) | d)
-            o += 1
-    return o
+    cdef const unsigned char* t = PyUnicode_1BYTE_DATA(text)
+    cdef Py_ssize_t size = zjc_b64_size(t, PyUnicode_GET_LENGTH(text))
+    if size < 0 or size > cap or zjc_b64_decode(t, PyUnicode_GET_LENGTH(text), out) < 0:
+        return -2
+    return size
 
 
 cdef inline bint _plain_text(object s):
@@ -910,8 +852,6 @@ cdef int _append(_Context ctx, object target, list items, Py_ssize_t pos, str op
 # Persistent references
 # ---------------------------------------------------------------------------
 
-cdef const char* HEX_DIGITS = b"0123456789abcdef"
-
 
 cdef inline bint _no_container(list items) noexcept:
     """No item of items can hold a reference (strs, ints, floats, None...: no type the collector walks)."""
@@ -940,11 +880,7 @@ cdef inline object _untracked(object container):
 
 cdef str _hex(const unsigned char* raw, Py_ssize_t n):
     cdef str out = PyUnicode_New(2 * n, 127)
-    cdef Py_UCS1* o = PyUnicode_1BYTE_DATA(out)
-    cdef Py_ssize_t i
-    for i in range(n):
-        o[2 * i] = HEX_DIGITS[raw[i] >> 4]
-        o[2 * i + 1] = HEX_DIGITS[raw[i] & 15]
+    zjc_hex_encode(raw, n, PyUnicode_1BYTE_DATA(out))
     return out
 
 

@@ -27,19 +27,11 @@ from libc.stdlib cimport atoi, free, malloc, realloc
 from libc.math cimport fabs, signbit
 from libc.string cimport memcpy
 
+from ._primitives cimport zjc_json_run, zjc_units_of_utf8, zjc_utf8_prefix
+
 from . import _jsontext_python
 from ._common import C_WALK_DEPTH
 from ._jsontext_python import pretty_json_text, sanitize_for_pg  # noqa: F401 (re-exported for _decode_cython)
-
-cdef extern from "_utf8.h":
-    Py_ssize_t zjc_utf8_prefix(const unsigned char* p, Py_ssize_t n, int no_nul) noexcept nogil
-    Py_ssize_t zjc_json_run(const unsigned char* p, Py_ssize_t n, unsigned char* o, int check_utf8,
-                            int* bad) noexcept nogil
-
-
-cdef extern from "_ucs_utf8.h":
-    void zjc_units_of_utf8(int kind, const unsigned char* p, Py_ssize_t n, void* data, Py_ssize_t chars) noexcept nogil
-
 
 cdef extern from "Python.h":
     long long PyLong_AsLongLongAndOverflow(object v, int* overflow) except? -1

@@ -31,13 +31,10 @@ from ._datetext cimport date_state_text, datetime_state_text, offset_field, offs
 from ._jsontext_cython cimport (INLINE_CAPACITY, Buffer, _digits_before, _escape_utf8, _put, _put_char, _reserve,
                                 _text, _write_float)
 from ._opcodes cimport Opcode as Op
+from ._primitives cimport ZJC_B64_LENGTH, zjc_b64_encode, zjc_utf8_prefix
 from ._pickletext_cython cimport ClassPickle
 
 from ._common import C_WALK_DEPTH
-
-
-cdef extern from "_utf8.h":
-    Py_ssize_t zjc_utf8_prefix(const unsigned char* p, Py_ssize_t n, int no_nul) noexcept nogil
 
 
 cdef enum Kind:
@@ -726,37 +723,14 @@ cdef inline int _emit_utf8(Out* out, const unsigned char* p, Py_ssize_t n) noexc
         out.failed = True
     return 0
 
-cdef const char* B64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-
-
 cdef int _write_base64(Out* out, const char* marker, const unsigned char* p, Py_ssize_t n) noexcept nogil:
     """{"@b": "<base64>"} (marker is '{"@b":"', or '{"@ns":"'), padded as base64.b64encode pads."""
-    cdef Py_ssize_t i = 0
-    cdef unsigned int v
-    cdef char* o
     _emit(out, marker, strlen(marker))
-    if _reserve(&out.buffer, (n + 2) // 3 * 4 + 2) < 0:
+    if _reserve(&out.buffer, ZJC_B64_LENGTH(n) + 2) < 0:
         out.failed = True
         return 0
-    o = out.buffer.data + out.buffer.size
-    while i + 3 <= n:
-        v = (<unsigned int>p[i] << 16) | (<unsigned int>p[i + 1] << 8) | p[i + 2]
-        o[0] = B64[v >> 18]
-        o[1] = B64[(v >> 12) & 63]
-        o[2] = B64[(v >> 6) & 63]
-        o[3] = B64[v & 63]
-        o += 4
-        i += 3
-    if i < n:
-        v = <unsigned int>p[i] << 16
-        if i + 1 < n:
-            v |= <unsigned int>p[i + 1] << 8
-        o[0] = B64[v >> 18]
-        o[1] = B64[(v >> 12) & 63]
-        o[2] = B64[(v >> 6) & 63] if i + 1 < n else 61  # =
-        o[3] = 61
-        o += 4
-    out.buffer.size = o - out.buffer.data
+    zjc_b64_encode(p, n, <unsigned char*>out.buffer.data + out.buffer.size)
+    out.buffer.size += ZJC_B64_LENGTH(n)
     return _emit(out, b'"}', 2)
 
 
