@@ -19,14 +19,18 @@
   put at every place of a str, for the blocks in which the compiled twins
   make a str's UTF-8; ``MIXED_BLOCKS``: every mix of UTF-8 lengths in such a
   block.
+- ``slowdown``: how much slower than the reference machine this interpreter
+  runs Python here, for the "no hang" time bounds.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import functools
 import subprocess
 import sys
+import time
 import types
 from typing import Any, Callable, List, Optional, Sequence
 
@@ -50,6 +54,31 @@ class Ref:
 
     def __repr__(self) -> str:
         return f"Ref({self.pid!r})"
+
+
+#: Seconds of _calibration_work on the reference machine (the 2-core x86-64 VM the time bounds were set on,
+#: CPython 3.11; 3.12 takes 0.025 there, 3.9 0.08).
+REFERENCE_CALIBRATION = 0.03
+
+
+def _calibration_work() -> None:
+    table = {}
+    for i in range(100_000):
+        table[i & 1023] = [i, str(i)]
+
+
+@functools.lru_cache(maxsize=None)
+def slowdown() -> float:
+    """How many times slower than the reference machine this interpreter runs a fixed piece of Python
+    work here (best of 5), never below 1.  The tests' "no hang" bounds are in the reference machine's
+    seconds and are multiplied by it: under qemu's emulation of aarch64 it is 15-20, and a hang (time
+    quadratic in the input, or none at all) is still orders of magnitude past any such bound."""
+    best = float("inf")
+    for _ in range(5):
+        started = time.perf_counter()
+        _calibration_work()
+        best = min(best, time.perf_counter() - started)
+    return max(1.0, best / REFERENCE_CALIBRATION)
 
 
 def ref_pid(obj: Any) -> Any:

@@ -37,7 +37,7 @@ from typing import Any, Dict, Iterable, List
 import pytest
 
 from corpus import row_record, vectors
-from helpers import DECODERS, PICKLE_DECODERS, RECORD_DECODERS, same_records
+from helpers import DECODERS, PICKLE_DECODERS, RECORD_DECODERS, same_records, slowdown
 from strictcompare import diff
 from zodb_json_codec._db import fidelity as _fidelity
 from zodb_json_codec._jsonread import read_json
@@ -82,6 +82,7 @@ _dec, _enc = _impl.import_twin(sys.argv[1])
 F = {{name: getattr(_dec, name) for name in _impl.DECODE_FUNCTIONS}}
 F.update({{name: getattr(_enc, name) for name in _impl.ENCODE_FUNCTIONS}})
 CLASS_PICKLE = {CLASS_PICKLE!r}
+SLOWDOWN = float(sys.argv[2])  # helpers.slowdown(): times are given in the reference machine's seconds
 
 def rec(body):
     return CLASS_PICKLE + b"\\x80\\x03" + body + b"."
@@ -89,14 +90,18 @@ def rec(body):
 def single(body):
     return b"\\x80\\x03" + body + b"."
 
+def seconds_since(t):
+    '''Seconds since perf_counter() was t, in the reference machine's seconds.'''
+    return (time.perf_counter() - t) / SLOWDOWN
+
 def outcome(fn, *args):
     '''[kind, detail, seconds]: kind "ok" or the exception type's name.'''
     t = time.perf_counter()
     try:
         value = fn(*args)
     except BaseException as exc:  # everything, to report it
-        return [type(exc).__name__, str(exc)[:300], time.perf_counter() - t]
-    elapsed = time.perf_counter() - t
+        return [type(exc).__name__, str(exc)[:300], seconds_since(t)]
+    elapsed = seconds_since(t)
     return ["ok", reprlib.repr(value)[:300], elapsed]  # a few levels: values may be 100 000 deep
 
 def _proc_status(field):
@@ -160,13 +165,16 @@ result = None
 
 
 def _isolated(impl, body: str, timeout: float = 120) -> Any:
-    """Run body in a child interpreter with this twin's functions as F; returns its ``result``."""
+    """Run body in a child interpreter with this twin's functions as F; returns its ``result``.  Its
+    times (outcome, seconds_since) and the timeout are in the reference machine's seconds
+    (helpers.slowdown)."""
     code = _PRELUDE + textwrap.dedent(body) + "\nprint('RESULT:' + json.dumps(result))\n"
+    timeout *= slowdown()
     try:
-        proc = subprocess.run([sys.executable, "-", impl.name], input=code, capture_output=True, text=True,
-                              timeout=timeout, cwd=str(TESTS))
+        proc = subprocess.run([sys.executable, "-", impl.name, repr(slowdown())], input=code, capture_output=True,
+                              text=True, timeout=timeout, cwd=str(TESTS))
     except subprocess.TimeoutExpired:
-        pytest.fail(f"the child interpreter did not finish in {timeout} s (a hang)", pytrace=False)
+        pytest.fail(f"the child interpreter did not finish in {timeout:.0f} s (a hang)", pytrace=False)
     assert proc.returncode == 0, (
         f"the child interpreter died (exit status {proc.returncode}"
         f"{', signal ' + str(-proc.returncode) if proc.returncode < 0 else ''}):\n{proc.stderr[-4000:]}")
@@ -215,7 +223,7 @@ def _call_all(functions, names, data, report, label):
             report["escaped"].append([name, f"{kind}: {str(exc)[:200]}", base64.b64encode(data).decode()])
         else:
             kind = "ok"
-        elapsed = time.perf_counter() - t
+        elapsed = (time.perf_counter() - t) / slowdown()  # the reference machine's seconds
         report["counts"][f"{label} {name} {kind}"] += 1
         report["total_seconds"] += elapsed
         if elapsed > report["slowest"][0]:
@@ -467,7 +475,7 @@ def test_200000_memo_entries_decode(impl):
         value = F["decode_zodb_record"](rec(body))["@s"]
         _, _, text, _ = F["decode_zodb_record_for_pg_json"](rec(body))
         single_value = F["pickle_to_dict"](single(body))
-        result = [len(value), value[:2], value[-3:], time.perf_counter() - t,
+        result = [len(value), value[:2], value[-3:], seconds_since(t),
                   json.loads(text) == value, single_value == value]
     """)
     length, head, tail, seconds, same_json, same_single = result
