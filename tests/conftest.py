@@ -6,6 +6,7 @@ line) are in tests/helpers.py."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -17,6 +18,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # corpus, pgserver
 
 from pgserver import PgServer, PgServerError  # noqa: E402
 from twinloader import load_twin  # noqa: E402
+
+
+#: Examples of each generated-value property in the quick tier, against 150 in the whole suite.
+QUICK_EXAMPLES = 50
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The quick tier (-m "not slow") runs the properties with a third of their examples (tests/README.md),
+    # unless CODEC_HYPOTHESIS_EXAMPLES says otherwise; helpers.MAX_EXAMPLES reads it when the test modules
+    # are collected, after this.
+    if config.option.markexpr == "not slow":
+        os.environ.setdefault("CODEC_HYPOTHESIS_EXAMPLES", str(QUICK_EXAMPLES))
 
 
 @pytest.fixture(scope="session", params=["python", "cython"])

@@ -21,6 +21,8 @@
   block.
 - ``slowdown``: how much slower than the reference machine this interpreter
   runs Python here, for the "no hang" time bounds.
+- ``MAX_EXAMPLES``: the generated-value properties' base number of examples
+  (``CODEC_HYPOTHESIS_EXAMPLES``, 150; conftest.py sets 50 for the quick tier).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from __future__ import annotations
 import io
 import json
 import functools
+import os
 import subprocess
 import sys
 import time
@@ -55,6 +58,8 @@ class Ref:
     def __repr__(self) -> str:
         return f"Ref({self.pid!r})"
 
+
+MAX_EXAMPLES = int(os.environ.get("CODEC_HYPOTHESIS_EXAMPLES", "150"))
 
 #: Seconds of _calibration_work on the reference machine (the 2-core x86-64 VM the time bounds were set on,
 #: CPython 3.11; 3.12 takes 0.025 there, 3.9 0.08).

@@ -18,7 +18,7 @@ import pytz
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import PATHS, Ref, record, records_back, same_records
+from helpers import MAX_EXAMPLES, PATHS, Ref, record, records_back, same_records
 from zodb_json_codec._db import fidelity as _fidelity
 
 APPENDIX_A = (
@@ -371,7 +371,7 @@ def test_string_escapes_as_cpython_reads_them_without_warnings(impl, data, raw):
 
 @given(st.binary(max_size=12) | st.lists(st.sampled_from([b"\\", b"x", b"7", b"f", b"\n", b"q", b"'"]),
                                          max_size=12).map(b"".join))
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=20 * MAX_EXAMPLES, deadline=None)
 def test_string_escapes_decode_as_codecs_escape_decode(text):
     import codecs
     import warnings

@@ -29,7 +29,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cpython_pickle import Pickler
-from helpers import Ref, record, ref_pid
+from helpers import MAX_EXAMPLES, Ref, record, ref_pid
 from zodbapp import AttrDict, Keyed, Plain
 from strictcompare import outcome
 from twinloader import load_twin
@@ -106,7 +106,7 @@ rich_values = st.recursive(
     max_leaves=16)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=2 * MAX_EXAMPLES, deadline=None)
 @given(state=plain_values)
 def test_the_lane_takes_plain_states_and_writes_the_python_twins_text(twins, state):
     """Protocol 3, as ZODB writes (protocol 2 pickles bytes as a call)."""
@@ -116,7 +116,7 @@ def test_the_lane_takes_plain_states_and_writes_the_python_twins_text(twins, sta
         assert ("ok", lane) == expected
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=2 * MAX_EXAMPLES, deadline=None)
 @given(state=rich_values)
 def test_the_lane_takes_references_known_types_and_objects(twins, state):
     """References (oid, class) and (oid, None), datetimes naive, with a fixed offset or a pytz zone, dates,

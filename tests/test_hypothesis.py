@@ -13,7 +13,6 @@ from __future__ import annotations
 import io
 import json
 import math
-import os
 import pickle
 import pickletools
 
@@ -24,7 +23,7 @@ from ZODB.serialize import referencesf
 
 import cpython_pickle
 import zodbapp
-from helpers import PATHS, Ref, records_back, ref_pid, same_records
+from helpers import MAX_EXAMPLES, PATHS, Ref, records_back, ref_pid, same_records
 from pgjsonb import JsonbConnection
 from strategies import (ITEM, KEYED, MARKER_KEYS, hashables, make_pickle, make_record, marker_keys, metas,
                         native_leaves, record_states, record_values, records, texts)
@@ -34,7 +33,6 @@ pytestmark = pytest.mark.slow  # hundreds of generated values per property
 
 # 150 examples per property keeps the suite fast; set CODEC_HYPOTHESIS_EXAMPLES
 # for a longer hunt.
-MAX_EXAMPLES = int(os.environ.get("CODEC_HYPOTHESIS_EXAMPLES", "150"))
 SETTINGS = settings(max_examples=MAX_EXAMPLES, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 

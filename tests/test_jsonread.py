@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import struct
 
@@ -20,11 +19,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from deepvalues import json_text
+from helpers import MAX_EXAMPLES
 from strictcompare import diff
 from zodb_json_codec._common import JSON_DEPTH_LIMIT, MAX_BIGINT_DIGITS, CodecError
 from zodb_json_codec._jsonread import _nests_within, parse, read_json
 
-MAX_EXAMPLES = int(os.environ.get("CODEC_HYPOTHESIS_EXAMPLES", "150"))
 SETTINGS = settings(max_examples=3 * MAX_EXAMPLES, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 

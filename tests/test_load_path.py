@@ -18,7 +18,6 @@ Its definition is ``encode_zodb_record({"@cls": [m, n], "@s": json.loads(text)})
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
 import sys
@@ -29,14 +28,13 @@ from hypothesis import strategies as st
 
 import corpus
 from deepvalues import json_text
-from helpers import (MIXED_BLOCKS, NOT_THREE_BYTE, ODD_CHARACTERS, THREE_BYTE_RUN, UTF8_SEQUENCES, same_records,
-                     utf8_texts)
+from helpers import (MAX_EXAMPLES, MIXED_BLOCKS, NOT_THREE_BYTE, ODD_CHARACTERS, THREE_BYTE_RUN, UTF8_SEQUENCES,
+                     same_records, utf8_texts)
 from test_corpus import UNLOADABLE
 from test_jsonread import json_texts, strict_loads, whitespace
 from test_twins import observe, twins  # noqa: F401 (twins: the fixture of both twins)
 from zodb_json_codec._common import JSON_DEPTH_LIMIT, MAX_DEPTH, CodecError
 
-MAX_EXAMPLES = int(os.environ.get("CODEC_HYPOTHESIS_EXAMPLES", "150"))
 SETTINGS = settings(max_examples=2 * MAX_EXAMPLES, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                            HealthCheck.function_scoped_fixture])

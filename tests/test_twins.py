@@ -22,7 +22,6 @@ import enum
 import io
 import json
 import math
-import os
 import pickle
 import pickletools
 import platform
@@ -40,8 +39,8 @@ from hypothesis import strategies as st
 
 from corpus import NAMES, row_record, vectors
 from deepvalues import json_text, nested_pickle
-from helpers import (DECODERS, ENCODERS, MIXED_BLOCKS, NOT_THREE_BYTE, ODD_CHARACTERS, PICKLE_DECODERS, THREE_BYTE_RUN,
-                     large_text_records, record, utf8_texts)
+from helpers import (DECODERS, ENCODERS, MAX_EXAMPLES, MIXED_BLOCKS, NOT_THREE_BYTE, ODD_CHARACTERS, PICKLE_DECODERS,
+                     THREE_BYTE_RUN, large_text_records, record, utf8_texts)
 from strategies import (MARKER_KEYS, any_texts, class_pickles, decimals, floats, ints, pickled_hashable_leaves,
                         pickled_leaves, pickled_marker_keys, pickled_states, pickled_values, records)
 from strictcompare import describe, diff, outcome, outcome_diff
@@ -49,7 +48,6 @@ from twinloader import load_twin
 
 
 # CODEC_HYPOTHESIS_EXAMPLES scales these up for a longer hunt, as in test_hypothesis.
-MAX_EXAMPLES = int(os.environ.get("CODEC_HYPOTHESIS_EXAMPLES", "150"))
 SETTINGS = settings(max_examples=MAX_EXAMPLES, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                            HealthCheck.filter_too_much])
