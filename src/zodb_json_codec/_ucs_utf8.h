@@ -230,8 +230,10 @@ static int zjc_ucs4_block8_ssse3(const Py_UCS4 *p, unsigned char *o) {
 }
 #endif
 
+#ifdef ZJC_UCS_SSSE3
 /* Whether zjc_utf8_of_ucs may take a 2- or 4-byte str 8 characters a step (the table is built, the CPU can). */
 static int zjc_bmp_blocks = 0;
+#endif
 
 /* Call once before zjc_utf8_of_ucs (module initialisation: no thread can be converting yet). */
 static inline int zjc_ucs_utf8_init(void) {
