@@ -108,20 +108,15 @@ static inline Py_ssize_t zjc_b64_ssse3(const unsigned char *in, Py_ssize_t n, un
 }
 #endif
 
-/* Decodes into out (zjc_b64_size bytes, then 16 bytes of slack); 0, or -1 if not canonical. */
-static inline int zjc_b64_decode(const unsigned char *in, Py_ssize_t n, unsigned char *out) {
-    Py_ssize_t i = 0, full;
+/* zjc_b64_decode from character i on (a multiple of 4, in the text's full groups), its bytes at out: what
+   the SIMD step left, or the whole of a short text (the decoder's datetime states), written exactly. */
+static inline int zjc_b64_decode_from(const unsigned char *in, Py_ssize_t n, unsigned char *out, Py_ssize_t i) {
+    Py_ssize_t full;
     int pads = 0;
     uint32_t x, y, bad = 0;
     if (n == 0) return 0;
     if (in[n - 1] == '=') pads = in[n - 2] == '=' ? 2 : 1;
     full = pads ? n - 4 : n;
-#ifdef ZJC_SSSE3
-    if (full >= 32 && __builtin_cpu_supports("ssse3")) {
-        i = zjc_b64_ssse3(in, full, out);
-        out += i / 4 * 3;
-    }
-#endif
     for (; i + 8 <= full; i += 8) {
         x = zjc_d0[in[i]] | zjc_d1[in[i + 1]] | zjc_d2[in[i + 2]] | zjc_d3[in[i + 3]];
         y = zjc_d0[in[i + 4]] | zjc_d1[in[i + 5]] | zjc_d2[in[i + 6]] | zjc_d3[in[i + 7]];
@@ -150,6 +145,20 @@ static inline int zjc_b64_decode(const unsigned char *in, Py_ssize_t n, unsigned
         out[0] = (unsigned char)x;
     }
     return (bad & 0xFF000000u) ? -1 : 0;
+}
+
+/* Decodes into out (zjc_b64_size bytes, then 16 bytes of slack); 0, or -1 if not canonical.  Only the
+   modules that call this link the CPU check (with zig, its runtime: some 200 KB). */
+static inline int zjc_b64_decode(const unsigned char *in, Py_ssize_t n, unsigned char *out) {
+    Py_ssize_t i = 0;
+#ifdef ZJC_SSSE3
+    Py_ssize_t full = n >= 4 && in[n - 1] == '=' ? n - 4 : n;
+    if (full >= 32 && __builtin_cpu_supports("ssse3")) {
+        i = zjc_b64_ssse3(in, full, out);
+        out += i / 4 * 3;
+    }
+#endif
+    return zjc_b64_decode_from(in, n, out, i);
 }
 
 /* Writes the 2n lower-case hex digits of p[0:n] at out. */
