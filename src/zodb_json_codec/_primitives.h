@@ -17,12 +17,15 @@ static const char zjc_b64_alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmn
 /* The base64 text of every 12-bit value: two characters per lookup (docs/design.md, "Fast paths"). */
 #define ZJC_A(v) ((v) < 26 ? 'A' + (v) : (v) < 52 ? 'a' + (v) - 26 : (v) < 62 ? '0' + (v) - 52 : (v) == 62 ? '+' : '/')
 #define ZJC_PAIR(i) ZJC_A((i) >> 6), ZJC_A((i) & 63)
-#define ZJC_P4(i) ZJC_PAIR(i), ZJC_PAIR(i + 1), ZJC_PAIR(i + 2), ZJC_PAIR(i + 3)
-#define ZJC_P16(i) ZJC_P4(i), ZJC_P4(i + 4), ZJC_P4(i + 8), ZJC_P4(i + 12)
-#define ZJC_P64(i) ZJC_P16(i), ZJC_P16(i + 16), ZJC_P16(i + 32), ZJC_P16(i + 48)
-#define ZJC_P256(i) ZJC_P64(i), ZJC_P64(i + 64), ZJC_P64(i + 128), ZJC_P64(i + 192)
-#define ZJC_P1024(i) ZJC_P256(i), ZJC_P256(i + 256), ZJC_P256(i + 512), ZJC_P256(i + 768)
-static const char zjc_b64_pairs[8192] = { ZJC_P1024(0), ZJC_P1024(1024), ZJC_P1024(2048), ZJC_P1024(3072) };
+/* ZJC_Rn(f, i): f(i), f(i + 1) ... f(i + n - 1), for the tables below. */
+#define ZJC_R4(f, i) f(i), f(i + 1), f(i + 2), f(i + 3)
+#define ZJC_R16(f, i) ZJC_R4(f, i), ZJC_R4(f, i + 4), ZJC_R4(f, i + 8), ZJC_R4(f, i + 12)
+#define ZJC_R64(f, i) ZJC_R16(f, i), ZJC_R16(f, i + 16), ZJC_R16(f, i + 32), ZJC_R16(f, i + 48)
+#define ZJC_R256(f, i) ZJC_R64(f, i), ZJC_R64(f, i + 64), ZJC_R64(f, i + 128), ZJC_R64(f, i + 192)
+#define ZJC_R1024(f, i) ZJC_R256(f, i), ZJC_R256(f, i + 256), ZJC_R256(f, i + 512), ZJC_R256(f, i + 768)
+static const char zjc_b64_pairs[8192] = {
+    ZJC_R1024(ZJC_PAIR, 0), ZJC_R1024(ZJC_PAIR, 1024), ZJC_R1024(ZJC_PAIR, 2048), ZJC_R1024(ZJC_PAIR, 3072)
+};
 
 /* Writes the base64 text of p[0:n] at out: ZJC_B64_LENGTH(n) characters, padded. */
 #define ZJC_B64_LENGTH(n) (((n) + 2) / 3 * 4)
@@ -54,14 +57,10 @@ static inline void zjc_b64_encode(const unsigned char *p, Py_ssize_t n, unsigned
 #define ZJC_D1(c) (ZJC_V(c) < 0 ? ZJC_BAD : ((uint32_t)ZJC_V(c) >> 4) | (((uint32_t)ZJC_V(c) & 15) << 12))
 #define ZJC_D2(c) (ZJC_V(c) < 0 ? ZJC_BAD : ((uint32_t)ZJC_V(c) >> 2) << 8 | (((uint32_t)ZJC_V(c) & 3) << 22))
 #define ZJC_D3(c) (ZJC_V(c) < 0 ? ZJC_BAD : (uint32_t)ZJC_V(c) << 16)
-#define ZJC_R4(f, i) f(i), f(i + 1), f(i + 2), f(i + 3)
-#define ZJC_R16(f, i) ZJC_R4(f, i), ZJC_R4(f, i + 4), ZJC_R4(f, i + 8), ZJC_R4(f, i + 12)
-#define ZJC_R64(f, i) ZJC_R16(f, i), ZJC_R16(f, i + 16), ZJC_R16(f, i + 32), ZJC_R16(f, i + 48)
-#define ZJC_R256(f) ZJC_R64(f, 0), ZJC_R64(f, 64), ZJC_R64(f, 128), ZJC_R64(f, 192)
-static const uint32_t zjc_d0[256] = { ZJC_R256(ZJC_D0) };
-static const uint32_t zjc_d1[256] = { ZJC_R256(ZJC_D1) };
-static const uint32_t zjc_d2[256] = { ZJC_R256(ZJC_D2) };
-static const uint32_t zjc_d3[256] = { ZJC_R256(ZJC_D3) };
+static const uint32_t zjc_d0[256] = { ZJC_R256(ZJC_D0, 0) };
+static const uint32_t zjc_d1[256] = { ZJC_R256(ZJC_D1, 0) };
+static const uint32_t zjc_d2[256] = { ZJC_R256(ZJC_D2, 0) };
+static const uint32_t zjc_d3[256] = { ZJC_R256(ZJC_D3, 0) };
 
 /* Decoded size of canonical base64 text of n characters, or -1. */
 static inline Py_ssize_t zjc_b64_size(const unsigned char *in, Py_ssize_t n) {
@@ -173,7 +172,7 @@ static inline void zjc_hex_encode(const unsigned char *p, Py_ssize_t n, unsigned
 
 #define ZJC_H(c) ((c) >= '0' && (c) <= '9' ? (c) - '0' : (c) >= 'a' && (c) <= 'f' ? (c) - 'a' + 10 : \
                   (c) >= 'A' && (c) <= 'F' ? (c) - 'A' + 10 : 0x100)
-static const uint16_t zjc_hex[256] = { ZJC_R256(ZJC_H) };
+static const uint16_t zjc_hex[256] = { ZJC_R256(ZJC_H, 0) };
 
 static inline int zjc_hexval(unsigned char c) {
     return c < 128 && zjc_hex[c] < 16 ? zjc_hex[c] : -1;
