@@ -94,8 +94,8 @@ def thread_throughput(
 
     keep: each pass keeps its results until it ends (else drops each at once).  Kept results of large text
     are fresh memory for every pass (the C allocator gives the last pass's back to the system when it is
-    freed), and a page fault costs both codecs the same whatever they do: docs/performance.md, "Two
-    threads and the pages of kept results".
+    freed), and a page fault costs both codecs the same whatever they do: results kept measure the
+    kernel's page faults as much as the codec.
     """
     calls = {(name, k): ThreadedPass(fn, items, k, keep) for name, fn in functions.items() for k in counts}
     best = interleaved({f"{name}\0{k}": call for (name, k), call in calls.items()}, budget, rounds)

@@ -96,7 +96,7 @@ def _tracked_per_record(values: List[Any]) -> float:
 
 
 def test_tracked_containers_per_record():
-    # docs/performance.md gives these counts (CPython 3.11): ours 11.1 a record, the Python twin's (and the
+    # Measured with benchmarks/report.py --parts gc (CPython 3.11): ours 11.1 a record, the Python twin's (and the
     # Rust codec's) 32.0. From CPython 3.14 on, a collection no longer untracks the dicts that hold only
     # atoms, so both counts are higher there (15.6 and 36.5 on 3.14); on every version ours stay fewer
     # than half the Python twin's, which is what the collector's work follows.

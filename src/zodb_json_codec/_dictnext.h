@@ -2,7 +2,7 @@
 
    PyDict_Next is a call into CPython that re-checks the argument's type and the table's form on every
    item: about 50 instructions an item, a third of encode_zodb_record's time on a wide dict of short
-   strings (docs/performance.md, "The encoder's dict walk, record head and result").  zjc_dict_next reads
+   strings (benchmarks/instructions.py SET encode counts it).  zjc_dict_next reads
    the same entries where CPython keeps them, for the CPython versions whose layout is known here (3.11 to
    3.14 with the GIL: one layout, that of Include/internal/pycore_dict.h), and calls PyDict_Next everywhere
    else: older and newer CPythons, free-threaded builds, split tables (an instance's __dict__).

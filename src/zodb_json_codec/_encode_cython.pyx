@@ -1986,8 +1986,7 @@ cdef inline bint _is_ascii_str(object s) noexcept:
 
 cdef int _usual_record_head(Writer* w, str module, str name) except -1:
     """_record_head of two ASCII names and no arguments (nearly every record) in one step: written an opcode
-    at a time, it was a quarter of a small record's encode (docs/performance.md, "The encoder's dict walk,
-    record head and result")."""
+    at a time, it was a quarter of a small record's encode (benchmarks/instructions.py btree_length encode)."""
     cdef Py_ssize_t m = PyUnicode_GET_LENGTH(module), n = PyUnicode_GET_LENGTH(name)
     cdef unsigned char* o
     _reserve(w, m + n + 18)
