@@ -92,7 +92,7 @@ def main() -> int:
         missing = postgresql_missing()
         if missing:
             # The deselection runs where tests are collected: not in pytest-xdist's workers.
-            if any(arg == "-n" or arg.startswith(("-n", "--numprocesses")) for arg in pytest_args):
+            if any(arg.startswith(("-n", "--numprocesses")) for arg in pytest_args):
                 sys.exit("check_installed: --postgresql if-present cannot deselect under pytest-xdist's -n")
             plugins.append(DeselectPostgresqlTests(missing))
     return pytest.main(["-p", "no:cacheprovider", "--rootdir", str(ROOT), str(TESTS), *pytest_args], plugins=plugins)
