@@ -961,17 +961,6 @@ cdef int _marker_kind(dict d, bint btree, PyObject** first) noexcept:
     return K_NONE
 
 
-cdef inline bint _is_scalar_marker(dict d) noexcept:
-    """``{"@b": "..."}``, ``{"@f": "nan"}``...: one value, not a level of nesting."""
-    cdef Py_ssize_t pos = 0
-    cdef PyObject* k = NULL
-    cdef PyObject* v = NULL
-    if PyDict_GET_SIZE(d) != 1:
-        return False
-    zjc_dict_next(d, &pos, &k, &v)
-    return type(<object>v) is str and _at_str(k)
-
-
 cdef inline PyObject* _ref_payload(object v) noexcept:
     """The id of ``{"@ref": id}`` (a dict whose marker_kind is "@ref"), borrowed; else NULL."""
     cdef Py_ssize_t pos = 0
@@ -1962,8 +1951,6 @@ cdef bint _record_items(dict d, PyObject** cls, PyObject** state) noexcept:
 
 cdef int _record_head(Writer* w, object module, object name, object args) except -1:
     """The class pickle, ``((module, name), args)``, and the state pickle's PROTO."""
-    if args is None and _is_ascii_str(module) and _is_ascii_str(name):
-        return _usual_record_head(w, <str>module, <str>name)
     _op2(w, PROTO, 3)
     if type(module) is str:
         _str(w, <str>module)
@@ -1973,42 +1960,11 @@ cdef int _record_head(Writer* w, object module, object name, object args) except
         _str(w, <str>name)
     else:
         _str_any(w, str(name))
+    if args is None:  # nearly every record
+        return _text(w, b"\x86N\x86.\x80\x03", 6)  # TUPLE2 NONE TUPLE2 STOP, then the state's PROTO 3
     _op(w, TUPLE2)
     _value(w, args, 1)
-    _op2(w, TUPLE2, STOP)
-    return _op2(w, PROTO, 3)
-
-
-cdef inline bint _is_ascii_str(object s) noexcept:
-    """s is an exact str of ASCII characters that fits a BINUNICODE."""
-    return type(s) is str and PyUnicode_IS_ASCII(s) and <uint64_t>PyUnicode_GET_LENGTH(s) < _U32_LIMIT
-
-
-cdef int _usual_record_head(Writer* w, str module, str name) except -1:
-    """_record_head of two ASCII names and no arguments (nearly every record) in one step: written an opcode
-    at a time, it was a quarter of a small record's encode (benchmarks/instructions.py btree_length encode)."""
-    cdef Py_ssize_t m = PyUnicode_GET_LENGTH(module), n = PyUnicode_GET_LENGTH(name)
-    cdef unsigned char* o
-    _reserve(w, m + n + 18)
-    o = w.buf + w.pos
-    o[0] = PROTO
-    o[1] = 3
-    o[2] = BINUNICODE
-    _le32(o + 3, <uint64_t>m)
-    zjc_copy_short(o + 7, <const unsigned char*>PyUnicode_DATA(module), m)
-    o += 7 + m
-    o[0] = BINUNICODE
-    _le32(o + 1, <uint64_t>n)
-    zjc_copy_short(o + 5, <const unsigned char*>PyUnicode_DATA(name), n)
-    o += 5 + n
-    o[0] = TUPLE2
-    o[1] = NONE
-    o[2] = TUPLE2
-    o[3] = STOP
-    o[4] = PROTO
-    o[5] = 3
-    w.pos += m + n + 18
-    return 0
+    return _text(w, b"\x86.\x80\x03", 4)
 
 
 def encode_zodb_record(obj):
