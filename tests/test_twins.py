@@ -1397,3 +1397,25 @@ def test_depth_limits_alike(twins, shape):
             rec = pickle.dumps(("m", "C"), 3) + pickled
             compare_decoders(twins, rec, found, f"record {shape} x{depth}", DECODERS[:3], encode=False)
     assert not found, found.report()
+
+
+# Each opcode the Cython decoder hands to the Python twin (_decode_cython._PythonTwin), in a state pickle
+# whose first part it reads itself, and valid and broken after it.
+_HANDED_OVER = {
+    "POP": b"K\x01K\x020", "POP_MARK": b"(K\x01K\x021K\x03", "DUP": b"]q\x002",
+    "ADDITEMS": b"\x8f(K\x01K\x02\x90", "NEWOBJ_EX": b"cbuiltins\nobject\n)}\x92",
+    "INST": b"(K\x01ibuiltins\ncomplex\n", "OBJ": b"(cbuiltins\ncomplex\nK\x01o",
+    "EXT1": b"\x82\x01", "EXT2": b"\x83\x01\x00", "EXT4": b"\x84\x01\x00\x00\x00",
+    "NEXT_BUFFER": b"\x97", "READONLY_BUFFER": b"\x97\x98",
+    "far PUT": b"K\x01p1099511627776\n", "far GET": b"K\x01p1099511627776\n0g1099511627776\n",
+}
+
+
+@pytest.mark.parametrize("name", list(_HANDED_OVER))
+def test_rare_opcodes_handed_to_the_python_twin(twins, name):
+    body = _HANDED_OVER[name]
+    found = Differences()
+    for state in (b"\x80\x04}q\x00(X\x01\x00\x00\x00a" + body + b"u.", b"\x80\x04" + body + b".",
+                  b"\x80\x04" + body + b"K", b"\x80\x04" + body + b"\x00"):
+        compare_record(twins, b"\x80\x03cm\nC\nq\x00." + state, found, f"{name} {state!r}")
+    assert not found, found.report()

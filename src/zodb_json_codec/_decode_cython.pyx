@@ -47,6 +47,12 @@ from ._decode_common import (
 from ._jsontext_cython cimport TextSpan, clean_utf8, materialized, pg_json_text, text_span
 from ._pickletext_cython cimport CLASS_GLOBAL, CLASS_NAMES, CLASS_NAMES_NONE, ClassForm, ClassPickle, lane_text
 from ._jsontext_python import pretty_json_text, sanitize_for_pg
+from . import _decode_python
+
+
+class _PythonTwin(Exception):
+    """What only the Python twin reads (rare opcodes, far memo indices): the public function hands it the
+    whole input (docs/design.md, "Two twins")."""
 
 cdef extern from "Python.h":
     ctypedef unsigned char Py_UCS1
@@ -94,8 +100,7 @@ cdef class _Context:
     """Per-call decoding state (no module-level mutable state: thread safe)."""
 
     cdef public bint compact
-    cdef list memo               # memo entries by index (_MISSING where none)...
-    cdef dict memo_far           # ...and those whose index is far beyond the others (or None)
+    cdef list memo               # memo entries by index (_MISSING where none; far ones: the Python twin)
     cdef Py_ssize_t memo_count   # distinct indices: what MEMOIZE numbers the next one
     cdef int lazy_class          # what the memo's _LAZY_CLASS entry stands for (see _usual_class_pickle)
     cdef public dict objs        # id(value) -> Obj, for REDUCE/NEWOBJ results (or None)
@@ -1019,7 +1024,7 @@ cdef object _lazy_pid_entry(_Context ctx, uint64_t idx):
     if i < 0:
         raise CodecError("pickle memo changed under the decoder")
     value = {"@t": [pending[i + 1], pending[i + 2]]}
-    _memo_replace(ctx, idx, value)
+    ctx.memo[<Py_ssize_t>idx] = value
     return value
 
 
@@ -1043,8 +1048,8 @@ cdef object _LAZY_PID = object()  # a fused reference's pid tuple, made on first
 
 
 cdef int _memo_put(_Context ctx, uint64_t idx, object value) except -1:
-    """memo[idx] = value; a list while indices are dense, a dict for far ones (no memory bomb).  An index
-    below the list's length lives in the list only: growing the list moves the far entries it reaches in."""
+    """memo[idx] = value in a list while indices are dense; the Python twin takes a record with a far one
+    (its memo keeps them in a dict: no memory bomb)."""
     cdef list memo = ctx.memo
     cdef Py_ssize_t n = PyList_GET_SIZE(memo), i
     if idx < <uint64_t>n:
@@ -1053,33 +1058,22 @@ cdef int _memo_put(_Context ctx, uint64_t idx, object value) except -1:
         memo[<Py_ssize_t>idx] = value
         return 0
     if idx > <uint64_t>(2 * n + 256):
-        return _memo_put_far(ctx, idx, value)
+        raise _PythonTwin()
     for i in range(n, <Py_ssize_t>idx):
-        PyList_Append(memo, _MISSING if not ctx.memo_far else ctx.memo_far.pop(i, _MISSING))
-    if ctx.memo_far and ctx.memo_far.pop(idx, _MISSING) is not _MISSING:
-        ctx.memo_count -= 1  # put again: counted once
+        PyList_Append(memo, _MISSING)
     PyList_Append(memo, value)
     ctx.memo_count += 1
     return 0
 
 
-cdef int _memo_put_far(_Context ctx, object idx, object value) except -1:
-    if ctx.memo_far is None:
-        ctx.memo_far = {}
-    if PyDict_GetItem(ctx.memo_far, idx) == NULL:
-        ctx.memo_count += 1
-    PyDict_SetItem(ctx.memo_far, idx, value)
-    return 0
-
-
-cdef int _memo_put_any(_Context ctx, object idx, object value) except -1:
-    """PUT's index, which the text may make any size."""
-    if idx < _MEMO_FAR:
-        return _memo_put(ctx, <uint64_t>idx, value)
-    return _memo_put_far(ctx, idx, value)
-
-
 cdef object _MEMO_FAR = 1 << 40
+
+
+cdef uint64_t _near(object idx) except? 0:
+    """A protocol 0 memo index (any size): as it is if the memo list may hold it; else the Python twin."""
+    if idx >= _MEMO_FAR:
+        raise _PythonTwin()
+    return idx
 
 
 cdef object _memo_get(_Context ctx, uint64_t idx, Py_ssize_t start):
@@ -1089,8 +1083,6 @@ cdef object _memo_get(_Context ctx, uint64_t idx, Py_ssize_t start):
         found = PyList_GET_ITEM(memo, <Py_ssize_t>idx)
         if <object>found is _MISSING:
             found = NULL
-    elif ctx.memo_far:
-        found = PyDict_GetItem(ctx.memo_far, idx)
     if found == NULL:
         raise _err(f"invalid pickle data: memo index {idx} not found", start)
     if <object>found is _LAZY_CLASS:
@@ -1098,26 +1090,6 @@ cdef object _memo_get(_Context ctx, uint64_t idx, Py_ssize_t start):
     if <object>found is _LAZY_PID:
         return _fetched(ctx, _lazy_pid_entry(ctx, idx), start)
     value = <object>found  # held: _fetched may allocate (see _top)
-    return _fetched(ctx, value, start)
-
-
-cdef int _memo_replace(_Context ctx, uint64_t idx, object value) except -1:
-    """memo[idx] = value where memo[idx] is already set (in the list or among the far ones)."""
-    if idx < <uint64_t>PyList_GET_SIZE(ctx.memo):
-        ctx.memo[<Py_ssize_t>idx] = value
-    else:
-        ctx.memo_far[idx] = value
-    return 0
-
-
-cdef object _memo_get_any(_Context ctx, object idx, Py_ssize_t start):
-    """GET's index, which the text may make any size."""
-    if idx < _MEMO_FAR:
-        return _memo_get(ctx, <uint64_t>idx, start)
-    cdef PyObject* found = PyDict_GetItem(ctx.memo_far, idx) if ctx.memo_far else NULL
-    if found == NULL:
-        raise _err(f"invalid pickle data: memo index {idx} not found", start)
-    value = <object>found
     return _fetched(ctx, value, start)
 
 
@@ -1245,13 +1217,6 @@ cdef inline Py_ssize_t _leaf_weight(PyObject* x) noexcept:
         for i in range((<TextSpan>x).size):
             n += (p[i] & 0xC0) != 0x80  # not a continuation byte: a code point starts
     return n
-
-
-cdef object _instantiate(_Context ctx, object klass, list args):
-    """INST/OBJ: CPython calls the class when there are arguments, else only __new__."""
-    if args:
-        return _new_obj(ctx, K_REDUCE, klass, {"@t": args})
-    return _new_obj(ctx, K_NEWOBJ, klass, {"@t": []})
 
 
 cdef object _build(_Context ctx, object target, object state):
@@ -1618,30 +1583,6 @@ cdef inline Py_ssize_t _op_stack_global(_Context ctx, Py_ssize_t pos) except -1:
     return pos
 
 
-cdef inline int _op_pop(_Context ctx, Py_ssize_t start) except -1:
-    if ctx.stack:
-        ctx.stack.pop()
-    elif ctx.metastack:
-        ctx.stack = ctx.metastack.pop()
-    else:
-        raise _err("pickle stack underflow", start)
-    return 0
-
-
-cdef inline int _op_pop_mark(_Context ctx, Py_ssize_t start) except -1:
-    _pop_mark(ctx, start, "POP_MARK")
-    return 0
-
-
-cdef inline int _op_dup(_Context ctx, Py_ssize_t start) except -1:
-    if not ctx.stack:
-        raise _err("pickle stack underflow", start)
-    v = _top(ctx.stack)
-    _fetched(ctx, v, start)
-    PyList_Append(ctx.stack, v)
-    return 0
-
-
 cdef inline int _op_append(_Context ctx, Py_ssize_t start) except -1:
     if len(ctx.stack) < 2:
         raise _err("pickle stack underflow", start)
@@ -1660,33 +1601,6 @@ cdef inline int _op_dict(_Context ctx, Py_ssize_t start) except -1:
             _real_items(ctx, d, items)
         _set_items(ctx, d, items, start, "DICT")
     PyList_Append(ctx.stack, d)
-    return 0
-
-
-cdef inline Py_ssize_t _op_additems(_Context ctx, Py_ssize_t pos) except -1:
-    cdef Py_ssize_t start = pos - 1
-    cdef list items
-    items = _pop_mark(ctx, start, "ADDITEMS")
-    if not ctx.stack:
-        raise _err("pickle stack underflow", start)
-    target = _top(ctx.stack)
-    if not _is_one_key(target, "@set"):
-        raise _err("invalid pickle data: ADDITEMS on non-set", start)
-    if ctx.shared:
-        _note_mutation(ctx, target)
-    (<dict>target)["@set"].extend(items)
-    return pos
-
-
-cdef inline int _op_newobj_ex(_Context ctx, Py_ssize_t start) except -1:
-    ctx.containers += 1
-    if len(ctx.stack) < 3:
-        raise _err("pickle stack underflow", start)
-    kwargs = _real(ctx, ctx.stack.pop())
-    args = _real(ctx, ctx.stack.pop())
-    if type(kwargs) is dict and not kwargs:
-        kwargs = None  # NEWOBJ_EX without keywords is NEWOBJ
-    _set_top(ctx.stack, _new_obj(ctx, K_NEWOBJ, _real(ctx, _top(ctx.stack)), args, kwargs))
     return 0
 
 
@@ -1732,17 +1646,11 @@ cdef Py_ssize_t _op_text(_Context ctx, bytes data, Py_ssize_t pos, unsigned char
     if op == PUT or op == GET:
         line, pos = text_line(data, pos)
         if op == GET:
-            PyList_Append(ctx.stack, _memo_get_any(ctx, memo_index(line, start, "GET"), start))
+            PyList_Append(ctx.stack, _memo_get(ctx, _near(memo_index(line, start, "GET")), start))
             return pos
         if not ctx.stack:
             raise _err("pickle stack underflow", start)
-        _memo_put_any(ctx, memo_index(line, start, "PUT"), _top(ctx.stack))
-        return pos
-    if op == INST:
-        ctx.containers += 1
-        klass, pos = global_lines(ctx, data, pos)
-        items = _real(ctx, _pop_mark(ctx, start, "INST"))
-        PyList_Append(ctx.stack, _instantiate(ctx, klass, items))
+        _memo_put(ctx, _near(memo_index(line, start, "PUT")), _top(ctx.stack))
         return pos
     if op == PERSID:
         ctx.containers += 1
@@ -1756,41 +1664,6 @@ cdef Py_ssize_t _op_text(_Context ctx, bytes data, Py_ssize_t pos, unsigned char
 
 cdef dict _TEXT_READERS = {INT: int_line, LONG: long_line, FLOAT: float_line, UNICODE: unicode_line,
                            STRING: string_line}
-
-
-cdef inline int _op_obj(_Context ctx, Py_ssize_t start) except -1:
-    cdef list items
-    ctx.containers += 1
-    items = _real(ctx, _pop_mark(ctx, start, "OBJ"))
-    if not items:
-        raise _err("pickle stack underflow", start)
-    PyList_Append(ctx.stack, _instantiate(ctx, items[0], items[1:]))
-    return 0
-
-
-cdef inline Py_ssize_t _op_ext(_Context ctx, const unsigned char* p,
-        Py_ssize_t pos, Py_ssize_t end, unsigned char op) except -1:
-    # extension registry
-    cdef int width = 1 if op == EXT1 else 2 if op == EXT2 else 4
-    cdef uint64_t code = _le_at(p, pos, end, width)
-    if code == 0:
-        raise _err("invalid pickle data: EXT code must be positive", pos - 1)
-    ctx.unrepresentable = True
-    PyList_Append(ctx.stack, {"@ext": code})
-    return pos + width
-
-
-cdef inline Py_ssize_t _op_next_buffer(_Context ctx, Py_ssize_t pos) except -1:
-    # out-of-band data JSON cannot hold
-    ctx.unrepresentable = True
-    PyList_Append(ctx.stack, {"@buffer": None})
-    return pos
-
-
-cdef inline int _op_readonly_buffer(_Context ctx, Py_ssize_t start) except -1:
-    if not ctx.stack:
-        raise _err("pickle stack underflow", start)
-    return 0
 
 
 cdef int _op_collect(_Context ctx, Py_ssize_t start, unsigned char op) except -1:
@@ -1875,25 +1748,19 @@ cdef object _load(bytes data, Py_ssize_t pos, _Context ctx):
             elif op == LONG1: pos = _op_long1(ctx, p, pos, end)
             elif op == LONG4: pos = _op_long4(ctx, p, pos, end)
             elif op == STACK_GLOBAL: pos = _op_stack_global(ctx, pos)
-            elif op == POP: _op_pop(ctx, start)
-            elif op == POP_MARK: _op_pop_mark(ctx, start)
-            elif op == DUP: _op_dup(ctx, start)
             elif op == APPEND: _op_append(ctx, start)
             elif op == DICT: _op_dict(ctx, start)
             elif op == EMPTY_SET: _push_container(ctx, {"@set": []})
-            elif op == ADDITEMS: pos = _op_additems(ctx, pos)
-            elif op == NEWOBJ_EX: _op_newobj_ex(ctx, start)
             elif op == BINUNICODE8 or op == BINBYTES8 or op == BYTEARRAY8:
                 pos = _op_binunicode8(ctx, p, pos, end, op)
             elif op == BINSTRING: pos = _op_binstring(ctx, p, pos, end)
             elif op == SHORT_BINSTRING: pos = _op_short_binstring(ctx, p, pos, end)
             elif (op == PUT or op == GET or op == INT or op == LONG or op == FLOAT or op == STRING
-                  or op == UNICODE or op == PERSID or op == INST):
+                  or op == UNICODE or op == PERSID):
                 pos = _op_text(ctx, data, pos, op)
-            elif op == OBJ: _op_obj(ctx, start)
-            elif op == EXT1 or op == EXT2 or op == EXT4: pos = _op_ext(ctx, p, pos, end, op)
-            elif op == NEXT_BUFFER: pos = _op_next_buffer(ctx, pos)
-            elif op == READONLY_BUFFER: _op_readonly_buffer(ctx, start)
+            elif op in (POP, POP_MARK, DUP, ADDITEMS, NEWOBJ_EX, INST, OBJ, EXT1, EXT2, EXT4, NEXT_BUFFER,
+                        READONLY_BUFFER):
+                raise _PythonTwin()  # rare in ZODB records: read by the Python twin alone
             else:
                 raise _err(f"unknown pickle opcode: 0x{op:02x}", start)
     except IndexError:  # as in the Python twin: a shape the checks above did not foresee
@@ -2291,7 +2158,11 @@ def decode_zodb_record(data):
 
     Raises TypeError for a non-bytes argument and ValueError for bad data.
     """
-    cdef _Context ctx = _decode_record(data, False)
+    cdef _Context ctx
+    try:
+        ctx = _decode_record(data, False)
+    except _PythonTwin:
+        return _decode_python.decode_zodb_record(data)
     return {"@cls": _untracked([ctx.module, ctx.name]), "@s": ctx.state}
 
 
@@ -2300,7 +2171,11 @@ def decode_zodb_record_for_pg(data):
 
     Raises TypeError for a non-bytes argument and ValueError for bad data.
     """
-    cdef _Context ctx = _decode_record(data, False)
+    cdef _Context ctx
+    try:
+        ctx = _decode_record(data, False)
+    except _PythonTwin:
+        return _decode_python.decode_zodb_record_for_pg(data)
     _check_class_names(ctx.module, ctx.name)
     state = ctx.state
     if ctx.flags & (F_NUL | F_SURROGATE | F_FLOAT | F_EXP_FLOAT):
@@ -2324,7 +2199,10 @@ def decode_zodb_record_for_pg_json(data):
                              _budget(PyBytes_GET_SIZE(data)))
             if text is not None:
                 return names[0], names[1], text, refs
-    ctx = _decode_record(data, True, names, &klass)
+    try:
+        ctx = _decode_record(data, True, names, &klass)
+    except _PythonTwin:
+        return _decode_python.decode_zodb_record_for_pg_json(data)
     _check_class_names(ctx.module, ctx.name)
     try:
         text = pg_json_text(ctx.state, ctx.flags & (F_NUL | F_SURROGATE | F_FLOAT | F_EXP_FLOAT))
@@ -2363,7 +2241,10 @@ def pickle_to_dict(data):
 
     Raises TypeError for a non-bytes argument and ValueError for bad data.
     """
-    return _decode_pickle(data)[0]
+    try:
+        return _decode_pickle(data)[0]
+    except _PythonTwin:
+        return _decode_python.pickle_to_dict(data)
 
 
 def pickle_to_json(data):
@@ -2371,5 +2252,8 @@ def pickle_to_json(data):
 
     Raises TypeError for a non-bytes argument and ValueError for bad data.
     """
-    value, flags = _decode_pickle(data)
+    try:
+        value, flags = _decode_pickle(data)
+    except _PythonTwin:
+        return _decode_python.pickle_to_json(data)
     return pretty_json_text(value, flags & (F_FLOAT | F_EXP_FLOAT | F_SURROGATE))
