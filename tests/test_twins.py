@@ -1419,3 +1419,29 @@ def test_rare_opcodes_handed_to_the_python_twin(twins, name):
                   b"\x80\x04" + body + b"K", b"\x80\x04" + body + b"\x00"):
         compare_record(twins, b"\x80\x03cm\nC\nq\x00." + state, found, f"{name} {state!r}")
     assert not found, found.report()
+
+
+# What the Cython encoder hands to the Python twin (_encode_cython._PythonTwin), in a record, a value and the
+# load path's JSON text: each where the compiled walk meets it, at the top and one level down.
+_ENCODER_HANDS_OVER = {
+    "str subclass": OddStr("text"), "set": {1, 2}, "frozenset": frozenset((3,)), "bytearray": bytearray(b"ab"),
+    "datetime": datetime.datetime(2024, 1, 2, 3, 4, 5), "uuid": uuid.UUID(int=5), "bool subclass": Colour.RED,
+    "lone surrogate": "a\ud800b", "@su": {"@su": "a\\ud800"}, "@inst": {"@inst": {"@obj": {"@cls": ["m", "C"]},
+                                                                                   "@state": {"a": 1}}},
+    "@inst of a call": {"@inst": {"@callable": {"@cls": ["m", "C"]}, "@args": [1], "@state": None}},
+    "bad @inst": {"@inst": {"@obj": 1}}, "unencodable": Point,
+}
+
+
+@pytest.mark.parametrize("name", list(_ENCODER_HANDS_OVER))
+def test_values_the_encoder_hands_to_the_python_twin(twins, name):
+    value = _ENCODER_HANDS_OVER[name]
+    found = Differences()
+    for state in (value, {"k": value}, [1, value]):
+        encode_both(twins, "encode_zodb_record", {"@cls": ["m", "C"], "@s": state}, found, f"{name} record")
+        encode_both(twins, "dict_to_pickle", state, found, f"{name} value")
+    if name in ("lone surrogate", "@su", "@inst", "@inst of a call", "bad @inst"):  # JSON can hold these
+        text = json.dumps({"k": value})
+        encode_both(twins, "json_to_pickle", text, found, f"{name} JSON")
+        found.note(f"{name} row", *(observe(t.encode_zodb_record_from_pg_json, "m", "C", text) for t in twins))
+    assert not found, found.report()

@@ -14,7 +14,6 @@ from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_FromDouble
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
-from cpython.number cimport PyNumber_Float, PyNumber_Long
 from cpython.object cimport PyObject
 from cpython.pyport cimport PY_SSIZE_T_MAX
 from cpython.ref cimport Py_DECREF, Py_INCREF
@@ -192,24 +191,25 @@ zjc_dict_next_init()
 cdef Py_ssize_t _C_WALK = C_WALK_DEPTH
 
 
-class _Deeper(Exception):
-    """The value is nested deeper than the C walk goes: the public function hands it to the Python twin."""
+class _PythonTwin(Exception):
+    """A value nested deeper than the C walk goes, or one only the Python twin writes (Python values other
+    than exact tuples and bytes, lone surrogates, @inst): the public function hands it to the Python twin."""
 
 
-cdef object _DEEPER = _Deeper
+cdef object _PYTHON_TWIN = _PythonTwin
 # The Python twin's functions that take such values (zjc_call_or).
 cdef object _python_encode_zodb_record = _encode_python.encode_zodb_record
 cdef object _python_pickle_value = _encode_python.pickle_value
 
 
-cdef int _deeper() except -1:
-    raise _Deeper()
+cdef int _python_twin() except -1:
+    raise _PythonTwin()
 
 
 cdef extern from *:
     """
     /* f(arg), or fallback(arg) where f raised exc_type (that error cleared).  The public functions' way
-       to hand a value deeper than the C walk (_Deeper) to the Python twin: a try statement saves and
+       to hand a value to the Python twin (_PythonTwin): a try statement saves and
        restores the thread's exception state on every call, which shows on small records
        (benchmarks/instructions.py encode). */
     static PyObject *zjc_call_or(PyObject *(*f)(PyObject *), PyObject *arg, PyObject *exc_type,
@@ -226,10 +226,7 @@ cdef extern from *:
 
 _Global = _encode_known.Global
 _Call = _encode_known.Call
-_pack_I = struct.Struct("<I").pack
 _pack_i = struct.Struct("<i").pack
-_INST_OBJ = frozenset(("@obj", "@state"))
-_INST_CALL = frozenset(("@callable", "@args", "@state"))
 
 
 # ---------------------------------------------------------------------------
@@ -532,39 +529,6 @@ cdef int _bytes(Writer* w, bytes raw) except -1:
     return _raw(w, <const char*>raw, n)
 
 
-cdef int _utf8_surrogates(Writer* w, str s) except -1:
-    """UTF-8 of a str with lone surrogates (Python 2 era data), each encoded like any other code point."""
-    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(s), i
-    cdef int kind = PyUnicode_KIND(s)
-    cdef void* data = PyUnicode_DATA(s)
-    cdef unsigned char* o
-    cdef uint32_t c
-    _reserve(w, 4 * n)
-    o = w.buf + w.pos
-    for i in range(n):
-        c = PyUnicode_READ(kind, data, i)
-        if c < 0x80:
-            o[0] = <uint8_t>c
-            o += 1
-        elif c < 0x800:
-            o[0] = <uint8_t>(0xC0 | (c >> 6))
-            o[1] = <uint8_t>(0x80 | (c & 0x3F))
-            o += 2
-        elif c < 0x10000:
-            o[0] = <uint8_t>(0xE0 | (c >> 12))
-            o[1] = <uint8_t>(0x80 | ((c >> 6) & 0x3F))
-            o[2] = <uint8_t>(0x80 | (c & 0x3F))
-            o += 3
-        else:
-            o[0] = <uint8_t>(0xF0 | (c >> 18))
-            o[1] = <uint8_t>(0x80 | ((c >> 12) & 0x3F))
-            o[2] = <uint8_t>(0x80 | ((c >> 6) & 0x3F))
-            o[3] = <uint8_t>(0x80 | (c & 0x3F))
-            o += 4
-    w.pos = o - w.buf
-    return 0
-
-
 cdef inline int _str(Writer* w, str s) except -1:
     """BINUNICODE of an exact str."""
     cdef Py_ssize_t n
@@ -625,7 +589,7 @@ cdef int _str_utf8(Writer* w, str s) except -1:
         _reserve(w, zjc_utf8_room(kind, n))
         size = zjc_utf8_of_ucs(kind, PyUnicode_DATA(s), n, w.buf + w.pos)
         if size < 0:
-            _utf8_surrogates(w, s)
+            _python_twin()  # lone surrogates (Python 2 era data)
         else:
             w.pos += size
     if _text_end(w, start) < 0:
@@ -634,20 +598,10 @@ cdef int _str_utf8(Writer* w, str s) except -1:
 
 
 cdef int _str_any(Writer* w, object s) except -1:
-    """BINUNICODE of whatever ``str()`` returned (a str subclass's own encode included)."""
-    cdef Py_ssize_t n
-    if type(s) is str:
-        return _str(w, <str>s)
-    raw = s.encode("utf-8", "surrogatepass")
-    if type(raw) is not bytes:
-        raw = bytes(memoryview(raw))
-    n = len(raw)
-    if <uint64_t>n >= _U32_LIMIT:
-        raise str_too_long()
-    head = _pack_I(n)
-    _op(w, BINUNICODE)
-    _raw(w, <const char*>head, 4)
-    return _raw(w, <const char*>raw, n)
+    """BINUNICODE of whatever ``str()`` returned; a str subclass's own encode is the Python twin's."""
+    if type(s) is not str:
+        return _python_twin()
+    return _str(w, <str>s)
 
 
 cdef int _global(Writer* w, object module, object name) except -1:
@@ -996,7 +950,7 @@ cdef int _value(Writer* w, object v, Py_ssize_t depth) except -1:
         return _str(w, <str>v)
     if type(v) is dict:
         if depth > _C_WALK:
-            return _deeper()
+            return _python_twin()
         # _dict, one C frame fewer for each level of nesting
         kind = _marker_kind(<dict>v, False, &first)
         if kind == K_NONE or kind == K_WRAPPER:
@@ -1006,7 +960,7 @@ cdef int _value(Writer* w, object v, Py_ssize_t depth) except -1:
         return _int(w, v)
     if type(v) is list:
         if depth > _C_WALK:
-            return _deeper()
+            return _python_twin()
         _op(w, EMPTY_LIST)
         if PyList_GET_SIZE(v):
             _op(w, MARK)
@@ -1149,14 +1103,6 @@ cdef int _other_key(Writer* w, object k, Py_ssize_t depth) except -1:
     return _value(w, k, depth)
 
 
-cdef int _dict(Writer* w, dict d, Py_ssize_t depth) except -1:
-    cdef PyObject* first = NULL
-    cdef int kind = _marker_kind(d, False, &first)
-    if kind == K_NONE or kind == K_WRAPPER:
-        return _plain_dict(w, d, depth)
-    return _marker(w, d, kind, first, depth)
-
-
 cdef int _marker(Writer* w, dict d, int kind, PyObject* first, Py_ssize_t depth) except -1:
     """The markers of _encode_python._MARKERS; first is the value of a one-key marker, as d[key] gives it."""
     cdef object value = <object>first if first != NULL else None  # our own reference while code may run
@@ -1210,7 +1156,7 @@ cdef int _rare_marker(Writer* w, dict d, int kind, Py_ssize_t depth) except -1:
     if kind == K_REDUCE or kind == K_NEWOBJ:
         return _reduce(w, d, depth)
     if kind == K_INST:
-        return _inst(w, d, depth)
+        return _python_twin()
     if kind == K_NS:
         return _str_any(w, ns_text(d["@ns"]))
     if kind == K_SU:
@@ -1267,7 +1213,7 @@ cdef int _ref(Writer* w, object v, Py_ssize_t depth) except -1:
         if inner == NULL:
             break
         if depth + links > _C_WALK:
-            return _deeper()
+            return _python_twin()
         links += 1
         v = <object>inner
     if w.expand_refs and type(v) is str and _hex_bytes(w, <str>v):
@@ -1359,21 +1305,6 @@ cdef int _reduce(Writer* w, dict d, Py_ssize_t depth) except -1:
         _value(w, inner["state"], depth + 1)
         _op(w, BUILD)
     return 0
-
-
-cdef int _inst(Writer* w, dict d, Py_ssize_t depth) except -1:
-    inner = d["@inst"]
-    keys = set(inner)
-    if keys == _INST_OBJ:
-        _value(w, inner["@obj"], depth + 1)
-    elif keys == _INST_CALL:
-        _value(w, inner["@callable"], depth + 1)
-        _value(w, inner["@args"], depth + 1)
-        _op(w, REDUCE)
-    else:
-        raise CodecError("invalid pickle data: @inst needs @obj/@state or @callable/@args/@state")
-    _value(w, inner["@state"], depth + 1)
-    return _op(w, BUILD)
 
 
 cdef int _kv_direct(Writer* w, object pairs) except -1:
@@ -1769,10 +1700,7 @@ cdef int _m_uuid(Writer* w, object text) except -1:
             _uuid_head(w)
             _int128(w, False, hi, lo)
             return _op2(w, SETITEM, BUILD)
-    return _uuid(w, _encode_known.uuid_int(text))
-
-
-cdef int _uuid(Writer* w, object value) except -1:
+    value = _encode_known.uuid_int(text)  # other spellings; its errors before anything is written
     _uuid_head(w)
     _int(w, value)
     return _op2(w, SETITEM, BUILD)
@@ -1783,46 +1711,12 @@ cdef int _uuid(Writer* w, object value) except -1:
 # ---------------------------------------------------------------------------
 
 cdef int _native(Writer* w, object v, Py_ssize_t depth) except -1:
-    cdef type t = type(v)
-    if depth > _C_WALK and isinstance(v, (tuple, list, dict, set, frozenset)):
-        return _deeper()
-    if t is tuple:
+    """Exact tuples and bytes; every other Python value (subclasses, sets, datetimes...) the Python twin writes."""
+    if type(v) is tuple and depth <= _C_WALK:
         return _tuple(w, v, depth)
-    if t is bytes:
+    if type(v) is bytes:
         return _bytes(w, <bytes>v)
-    if isinstance(v, str):
-        return _str_any(w, str(v))
-    if isinstance(v, bool):
-        return _op(w, NEWTRUE if v else NEWFALSE)
-    if isinstance(v, int):
-        return _int(w, PyNumber_Long(v))
-    if isinstance(v, float):
-        return _float(w, PyFloat_AS_DOUBLE(PyNumber_Float(v)))
-    if isinstance(v, dict):
-        return _dict(w, dict(v), depth)
-    if isinstance(v, list):
-        return _value(w, list(v), depth)
-    if isinstance(v, tuple):
-        return _tuple(w, tuple(v), depth)
-    if isinstance(v, (bytes, memoryview)):
-        return _bytes(w, bytes(v))
-    if t is bytearray:
-        _text(w, b"cbuiltins\nbytearray\n", 20)
-        _bytes(w, bytes(v))
-        return _op2(w, TUPLE1, REDUCE)
-    if t is set or t is frozenset:
-        if t is set:
-            _text(w, b"cbuiltins\nset\n", 14)
-        else:
-            _text(w, b"cbuiltins\nfrozenset\n", 20)
-        _value(w, list(v), depth)
-        return _op2(w, TUPLE1, REDUCE)
-    known = _encode_known.native_call(v)
-    if known is None:
-        raise TypeError(f"cannot encode a value of type {t.__module__}.{t.__qualname__}")
-    if type(known) is tuple:
-        return _uuid(w, known[1])
-    return _call(w, known, depth)
+    return _python_twin()
 
 
 def _dict_items_walked(d, Py_ssize_t reopen=0):
@@ -1974,7 +1868,7 @@ def encode_zodb_record(obj):
     ValueError for malformed markers.
     """
     # a value deeper than the C walk goes: the Python twin's function
-    return zjc_call_or(_record, obj, <PyObject*>_DEEPER, <PyObject*>_python_encode_zodb_record)
+    return zjc_call_or(_record, obj, <PyObject*>_PYTHON_TWIN, <PyObject*>_python_encode_zodb_record)
 
 
 cdef inline int _record_state(Writer* w, object state, int bt) except -1:
@@ -2039,7 +1933,7 @@ cdef bytes _pickle(object value, bint expand_refs=False):
 
 def _pickle_value(value):
     # a value deeper than the C walk goes: the Python twin's function
-    return zjc_call_or(_pickle_one, value, <PyObject*>_DEEPER, <PyObject*>_python_pickle_value)
+    return zjc_call_or(_pickle_one, value, <PyObject*>_PYTHON_TWIN, <PyObject*>_python_pickle_value)
 
 
 cdef object _pickle_one(object value):
