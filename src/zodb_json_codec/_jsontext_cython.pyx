@@ -18,26 +18,22 @@ into a buffer of the C allocator (which needs no GIL).
 cimport cython
 from cpython.long cimport PyLong_FromVoidPtr
 from cpython.pyport cimport PY_SSIZE_T_MAX
-from cpython.exc cimport PyErr_Clear
-from cpython.mem cimport PyMem_Free
 from cpython.bytes cimport PyBytes_AS_STRING
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport uint32_t, uint64_t
-from libc.stdlib cimport atoi, free, malloc, realloc
-from libc.math cimport fabs, signbit
+from libc.stdlib cimport free, malloc, realloc
+from libc.math cimport fabs, isinf, isnan, signbit
 from libc.string cimport memcpy
 
 from ._primitives cimport zjc_json_run, zjc_units_of_utf8, zjc_utf8_prefix
 
 from . import _jsontext_python
-from ._common import C_WALK_DEPTH
+from ._common import C_WALK_DEPTH, float_text
 from ._jsontext_python import pretty_json_text, sanitize_for_pg  # noqa: F401 (re-exported for _decode_cython)
 
 cdef extern from "Python.h":
     long long PyLong_AsLongLongAndOverflow(object v, int* overflow) except? -1
     const char* PyUnicode_AsUTF8AndSize(object s, Py_ssize_t* size) except NULL
-    char* PyOS_double_to_string(double val, char format_code, int precision, int flags, int* ptype)  # NULL: no memory
-    int Py_DTSF_ADD_DOT_0
     object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
     void* PyUnicode_DATA(object o)
 
@@ -221,9 +217,7 @@ cdef int _write_float(Buffer* out, double x) noexcept nogil:
     memory runs out.  Without the GIL but for the rare float the loop below cannot spell."""
     cdef double ax = fabs(x), t
     cdef long long m
-    cdef int d, n = 0
-    cdef char* text
-    cdef char shortest[40]
+    cdef int d
     if (1e-4 <= ax < 1e16) or (ax == 0.0 and not signbit(x)):
         # The fewest decimals d whose rounding m of x * 10**d reads back as x.
         # Below 2**50, that product is within 1/8 of an integer when such an m
@@ -235,83 +229,23 @@ cdef int _write_float(Buffer* out, double x) noexcept nogil:
             m = <long long>(t + 0.5)
             if <double>m / POW10[d] == ax:
                 return _write_decimal(out, m, d, x < 0)
-    with gil:  # repr's digits (PyOS_double_to_string allocates with the Python allocator)
-        text = PyOS_double_to_string(x, b'r', 0, Py_DTSF_ADD_DOT_0, NULL)
-        if text == NULL:
-            PyErr_Clear()
-            return -1
-        while text[n] and n < 39:
-            shortest[n] = text[n]
-            n += 1
-        shortest[n] = 0
-        PyMem_Free(text)
-    return _write_repr(out, shortest)
+    with gil:
+        return _float_text(out, x)
 
 
-cdef int _write_repr(Buffer* out, const char* text) noexcept nogil:
-    """repr's text of a float respelled as _common.float_text(value, False, True) does; 1 for nan, inf;
-    -1 when memory runs out."""
-    cdef const char* digits
-    cdef int n = 0, point = -1, exponent = 0, exp_at = -1, last, count, k, kk, i, fraction_digits
-    cdef bint negative = text[0] == 45
-    cdef char all_digits[32]
-    cdef char exponent_digits[8]
-    digits = text + 1 if negative else text
-    if digits[0] == 110 or digits[0] == 105:  # nan, inf
+cdef int _float_text(Buffer* out, double x) noexcept:
+    """The rare float _write_float's loop cannot spell, as the Python twin spells it (_common.float_text);
+    1 for NaN and infinities, -1 when memory runs out."""
+    cdef Py_ssize_t n
+    cdef const char* p
+    if isnan(x) or isinf(x):
         return 1
-    while digits[n]:
-        if digits[n] == 101:  # e
-            exp_at = n
-            break
-        n += 1
-    if exp_at < 0:  # positional already
-        return _put(out, text, (digits - text) + n)
-    exponent = atoi(digits + exp_at + 1)
-    count = 0
-    for i in range(exp_at):  # the mantissa's digits without its point
-        if digits[i] == 46:
-            point = i
-        else:
-            all_digits[count] = digits[i]
-            count += 1
-    last = count
-    while last > 1 and all_digits[last - 1] == 48:  # trailing zeros
-        last -= 1
-    # k: the decimal exponent of the last significant digit; kk: of the first, plus one.
-    fraction_digits = 0
-    if point >= 0:
-        fraction_digits = exp_at - point - 1
-    k = exponent - fraction_digits + (count - last)
-    n = last
-    kk = n + k
-    if _reserve(out, n + (k if k > 0 else 0) + 16) < 0:  # the longest spelling below
+    try:
+        text = float_text(x, False, True)  # held while its UTF-8 is copied
+        p = PyUnicode_AsUTF8AndSize(text, &n)
+    except MemoryError:
         return -1
-    if negative:
-        _put_char(out, 45)
-    if k >= 0:
-        _put(out, all_digits, n)
-        for i in range(k):
-            _put_char(out, 48)
-        return _put(out, b".0", 2)
-    if 0 < kk <= 16:
-        _put(out, all_digits, kk)
-        _put_char(out, 46)
-        return _put(out, all_digits + kk, n - kk)
-    if -5 < kk <= 0:
-        _put(out, b"0.", 2)
-        for i in range(-kk):
-            _put_char(out, 48)
-        return _put(out, all_digits, n)
-    _put_char(out, all_digits[0])
-    if n > 1:
-        _put_char(out, 46)
-        _put(out, all_digits + 1, n - 1)
-    _put_char(out, 101)  # e
-    if kk - 1 < 0:
-        _put_char(out, 45)
-    i = <int>(_digits_before(exponent_digits + 8, <unsigned long long>(kk - 1 if kk >= 1 else 1 - kk))
-              - exponent_digits)
-    return _put(out, exponent_digits + i, 8 - i)
+    return _put(out, p, n)
 
 
 cdef int _write_decimal(Buffer* out, long long m, int d, bint negative) noexcept nogil:
