@@ -414,7 +414,7 @@ def test_short_strings_with_an_escape_anywhere(twins):
 
 def test_strs_of_every_width_through_the_json_writer(twins):
     """Non-ASCII strs through the JSON writers: every mix of UTF-8 lengths in a block of 8 characters, with a
-    character to escape at every place of some, and strs of 1-4 KB (text spans of pg_json above)."""
+    character to escape at every place of some, and strs of 1-4 KB (4 KB and more escaped without the GIL)."""
     texts = [block + wide for block in MIXED_BLOCKS for wide in ("", "\u4e2d", "\U0001f600")]
     texts += [block[:at] + odd + block[at:] + wide for block in MIXED_BLOCKS[:81] for at in range(9)
               for odd in ('"', "\\", "\n", "\x1f") for wide in ("", "\U0001f600")]
@@ -447,7 +447,7 @@ def test_big_json_texts_with_a_wide_character_anywhere(twins, odd):
 def test_longer_strings_with_escapes_around_the_blocks(twins, size):
     """The JSON writer copies what lies between escapes 16 bytes at a time: one or two characters that need
     escaping (or not: U+007F, non-ASCII) at every place of the last 40, after non-ASCII filler too; 4100
-    bytes is a text span of decode_zodb_record_for_pg_json, escaped without the GIL."""
+    bytes are escaped without the GIL."""
     texts = []
     for filler in ("a", "\xe9"):
         for at in range(max(0, size - 40), size):

@@ -44,7 +44,7 @@ from ._decode_common import (
     instance_content, int_line, int_value, line_utf8, long_line, memo_index, object_record_state, persid_line,
     persistent_ref, rebuilt_target, shares_a_rebuilt, string_line, text_line, unicode_line,
 )
-from ._jsontext_cython cimport TextSpan, clean_utf8, materialized, pg_json_text, text_span
+from ._jsontext_cython cimport pg_json_text
 from ._pickletext_cython cimport CLASS_GLOBAL, CLASS_NAMES, CLASS_NAMES_NONE, ClassForm, ClassPickle, lane_text
 from ._jsontext_python import pretty_json_text, sanitize_for_pg
 from . import _decode_python
@@ -116,8 +116,6 @@ cdef class _Context:
     cdef Py_ssize_t budget       # ...and what it may be (_decode_common.expansion_budget)
     cdef Py_ssize_t stop         # offset after the STOP that ended the last walk
     cdef bytes data              # the pickle bytes being walked
-    cdef bint text_spans         # leave long strings in the pickle as TextSpans (JSON text only)
-    cdef bint spans              # some were left: values the rules look at are materialized first
     cdef list stack              # the pickle machine's stack...
     cdef list metastack          # ...and the stacks below its MARKs (or None)
     cdef list rebuilt            # objects BUILD gave a second state (_build; or None)
@@ -173,28 +171,6 @@ cdef object _eof(Py_ssize_t pos):
 # ---------------------------------------------------------------------------
 # Strings, bytes, numbers
 # ---------------------------------------------------------------------------
-
-cdef enum:
-    # Strings from this length on are left in the pickle when they only become text; below it
-    # a str costs no more than a span (measured on wikipedia: spans from 1 KB on cost 3-4%).
-    SPAN_BYTES = 4096
-
-
-cdef object _text_value(const unsigned char* p, Py_ssize_t pos, Py_ssize_t n, Py_ssize_t start, _Context ctx):
-    """The string of n UTF-8 bytes at pos: a TextSpan when only JSON text is made and it is long, valid
-    and free of U+0000 (nothing to flag); else a str (_utf8: flags and errors)."""
-    if ctx.text_spans and n >= SPAN_BYTES and clean_utf8(p + pos, n):
-        ctx.spans = True
-        return text_span(ctx.data, pos, n)
-    return _utf8(p + pos, n, start, ctx)
-
-
-cdef inline object _real(_Context ctx, object v):
-    """v, with any TextSpan in it made a str: for the values the rules look at."""
-    if ctx.spans:
-        return materialized(v)
-    return v
-
 
 # Short ASCII texts made once and shared: a record's dict keys ("title", "creators") and class names come back
 # in every record, and a shared str is one allocation less per use, its hash already known when it is put
@@ -794,47 +770,6 @@ cdef void _to_dform(_Context ctx, dict target, list items, Py_ssize_t start) exc
     ctx.dforms[_id(target)] = target
 
 
-cdef bint _keeps_spans(_Context ctx, object target, object first_new_key):
-    """May the values set on target stay TextSpans?  Only in a plain dict whose first key is a str
-    not starting with "@": no marker check ever looks at its values (see _maybe_marker)."""
-    cdef Py_ssize_t i = 0
-    cdef PyObject* key
-    cdef PyObject* val
-    if type(target) is not dict:
-        return False
-    if (ctx.objs and _obj_of(ctx, target) is not None) or (ctx.dforms and _id(target) in ctx.dforms):
-        return False
-    if PyDict_Next(<dict>target, &i, &key, &val):
-        first = <object>key
-    else:
-        first = first_new_key
-    return type(first) is str and not _at_text(<PyObject*>first)
-
-
-@cython.boundscheck(True)
-cdef int _real_items(_Context ctx, object target, list items) except -1:
-    """SETITEMS' key, value list: keys always str, values too unless target keeps spans."""
-    cdef Py_ssize_t n = len(items), i
-    for i in range(0, n, 2):
-        items[i] = materialized(items[i])
-    if n and not _keeps_spans(ctx, target, items[0]):
-        for i in range(1, n, 2):
-            items[i] = materialized(items[i])
-    return 0
-
-
-cdef bint _build_keeps_spans(_Context ctx, object target):
-    """May a BUILD state on target stay TextSpans?  Not where _content looks into it (a UUID, a BTree)."""
-    obj = _obj_of(ctx, target)
-    if obj is None or (<_CObj>obj).built or (<_CObj>obj).kind == K_REDUCE:
-        return True  # @inst, or the generic form: the state is only written
-    names = _global_names((<_CObj>obj).callable)
-    if names is None:
-        return True
-    module, name = names
-    return not (module == "uuid" and name == "UUID") and not btree_bits(module, name)
-
-
 cdef int _append(_Context ctx, object target, list items, Py_ssize_t pos, str opname) except -1:
     if type(target) is list:
         if ctx.shared:
@@ -1207,16 +1142,10 @@ cdef Py_ssize_t _weight(object value, Py_ssize_t limit) except -1:
 
 
 cdef inline Py_ssize_t _leaf_weight(PyObject* x) noexcept:
-    """1, and a string's length in code points (a TextSpan's too)."""
-    cdef const unsigned char* p
-    cdef Py_ssize_t i, n = 1
+    """1, and a string's length in code points."""
     if type(<object>x) is str:
         return 1 + PyUnicode_GET_LENGTH(<object>x)
-    if type(<object>x) is TextSpan:
-        p = <const unsigned char*>PyBytes_AS_STRING((<TextSpan>x).data) + (<TextSpan>x).start
-        for i in range((<TextSpan>x).size):
-            n += (p[i] & 0xC0) != 0x80  # not a continuation byte: a code point starts
-    return n
+    return 1
 
 
 cdef object _build(_Context ctx, object target, object state):
@@ -1350,10 +1279,7 @@ cdef inline Py_ssize_t _op_binunicode(_Context ctx, const unsigned char* p,
     cdef Py_ssize_t start = pos - 1
     cdef Py_ssize_t n
     pos = _sized(p, pos, end, 4 if op == BINUNICODE else 1, &n)
-    if ctx.text_spans and n >= SPAN_BYTES:
-        PyList_Append(ctx.stack, _text_value(p, pos, n, start, ctx))
-    else:
-        PyList_Append(ctx.stack, _utf8(p + pos, n, start, ctx))
+    PyList_Append(ctx.stack, _utf8(p + pos, n, start, ctx))
     return pos + n
 
 
@@ -1387,8 +1313,6 @@ cdef inline int _op_setitems_or_appends(_Context ctx, Py_ssize_t start, unsigned
         raise _err("pickle stack underflow", start)
     if op == APPENDS:
         return _append(ctx, _top(ctx.stack), items, start, "APPENDS")
-    if ctx.spans:
-        _real_items(ctx, _top(ctx.stack), items)
     _set_items(ctx, _top(ctx.stack), items, start, "SETITEMS")
     return 0
 
@@ -1409,11 +1333,7 @@ cdef inline int _op_setitem(_Context ctx, Py_ssize_t start) except -1:
     v = stack.pop()
     k = stack.pop()
     target = _top(stack)
-    if ctx.spans:
-        k = materialized(k)
-        if not _keeps_spans(ctx, target, k):
-            v = materialized(v)
-    elif _plain_set(ctx, target, k):
+    if _plain_set(ctx, target, k):
         PyDict_SetItem(<dict>target, k, v)
         return 0
     _set_items(ctx, target, [k, v], start, "SETITEM")
@@ -1492,8 +1412,8 @@ cdef inline int _op_reduce(_Context ctx, Py_ssize_t start, unsigned char op) exc
     ctx.containers += 1
     if len(ctx.stack) < 2:
         raise _err("pickle stack underflow", start)
-    args = _real(ctx, ctx.stack.pop())
-    _set_top(ctx.stack, _new_obj(ctx, K_REDUCE if op == REDUCE else K_NEWOBJ, _real(ctx, _top(ctx.stack)), args))
+    args = ctx.stack.pop()
+    _set_top(ctx.stack, _new_obj(ctx, K_REDUCE if op == REDUCE else K_NEWOBJ, _top(ctx.stack), args))
     return 0
 
 
@@ -1502,8 +1422,6 @@ cdef inline int _op_build(_Context ctx, Py_ssize_t start) except -1:
     if len(ctx.stack) < 2:
         raise _err("pickle stack underflow", start)
     state = ctx.stack.pop()
-    if ctx.spans and not _build_keeps_spans(ctx, _top(ctx.stack)):
-        state = materialized(state)
     _set_top(ctx.stack, _build(ctx, _top(ctx.stack), state))
     return 0
 
@@ -1512,7 +1430,7 @@ cdef inline int _op_binpersid(_Context ctx, Py_ssize_t start) except -1:
     ctx.containers += 1
     if not ctx.stack:
         raise _err("pickle stack underflow", start)
-    _set_top(ctx.stack, _persistent_ref(ctx, _real(ctx, _top(ctx.stack)), start))
+    _set_top(ctx.stack, _persistent_ref(ctx, _top(ctx.stack), start))
     return 0
 
 
@@ -1573,8 +1491,8 @@ cdef inline Py_ssize_t _op_stack_global(_Context ctx, Py_ssize_t pos) except -1:
     ctx.containers += 1
     if len(ctx.stack) < 2:
         raise _err("pickle stack underflow", start)
-    name = _real(ctx, ctx.stack.pop())
-    module = _real(ctx, _top(ctx.stack))
+    name = ctx.stack.pop()
+    module = _top(ctx.stack)
     if type(module) is not str:
         raise _err("invalid pickle data: STACK_GLOBAL: module is not a string", start)
     if type(name) is not str:
@@ -1597,8 +1515,6 @@ cdef inline int _op_dict(_Context ctx, Py_ssize_t start) except -1:
     items = _pop_mark(ctx, start, "DICT")
     d = {}
     if items:
-        if ctx.spans:
-            _real_items(ctx, d, items)
         _set_items(ctx, d, items, start, "DICT")
     PyList_Append(ctx.stack, d)
     return 0
@@ -1613,7 +1529,7 @@ cdef inline Py_ssize_t _op_binunicode8(_Context ctx, const unsigned char* p,
         raise _eof(pos)
     cdef Py_ssize_t n = <Py_ssize_t>length
     if op == BINUNICODE8:
-        PyList_Append(ctx.stack, _text_value(p, pos, n, start, ctx))
+        PyList_Append(ctx.stack, _utf8(p + pos, n, start, ctx))
     elif op == BINBYTES8:
         PyList_Append(ctx.stack, _bytes_marker(p + pos, n))
     else:  # what protocol 4 writes for a bytearray
@@ -1780,7 +1696,7 @@ cdef object _finish(object value, _Context ctx, Py_ssize_t start):
         ctx.unrepresentable = True
     if (ctx.unrepresentable or ctx.cyclic or ctx.flags & F_ESCAPED_KEY
             or (maybe_deep and _deeper_than_c_walk(value, 0))):
-        return finish(_real(ctx, value), ctx.unrepresentable, ctx.cyclic, maybe_deep, ctx.flags, start,
+        return finish(value, ctx.unrepresentable, ctx.cyclic, maybe_deep, ctx.flags, start,
                       ctx.budget)
     return value
 
@@ -2056,7 +1972,7 @@ cdef inline str _ascii(const unsigned char* p, Py_ssize_t n):
     return s
 
 
-cdef _Context _decode_record(object data, bint text_spans, object names_read=None,
+cdef _Context _decode_record(object data, object names_read=None,
                              ClassPickle* class_read=NULL):
     """The context of a decoded ZODB record: module, name, state (compact references), refs, flags,
     state_offset (where the state pickle starts).  names_read and class_read: the class pickle already
@@ -2085,7 +2001,6 @@ cdef _Context _decode_record(object data, bint text_spans, object names_read=Non
         if ctx.rebuilt is not None and shares_a_rebuilt(ctx.rebuilt, ctx.shared):
             class_unrepresentable = True  # (the state may be read with a memo of its own: no _finish sees it)
         ctx.uncallable = False
-        ctx.text_spans = text_spans  # the first pickle's values are all looked at
         try:
             state = _load(data, pos, ctx)
             problem = None
@@ -2109,7 +2024,7 @@ cdef _Context _decode_record(object data, bint text_spans, object names_read=Non
             ctx.flags |= F_NUL
         kind = btree_bits(module, name)
         if kind:
-            state = _btree_state(_real(ctx, state), kind & BTREE_IS_TREE, kind & BTREE_IS_MAP)
+            state = _btree_state(state, kind & BTREE_IS_TREE, kind & BTREE_IS_MAP)
         if args is not None and args is not _OBJECT_RECORD:
             state = {"@args": args, "@state": state}
         if _has_escape_prefix(data):
@@ -2136,7 +2051,6 @@ cdef _Context _load_state_with_own_memo(bytes data, Py_ssize_t pos, _Context ctx
     fresh.flags = ctx.flags
     fresh.containers = ctx.containers
     fresh.fetched = ctx.fetched
-    fresh.text_spans = ctx.text_spans
     try:
         fresh.state = _load(data, pos, fresh)
     except CodecError:
@@ -2160,7 +2074,7 @@ def decode_zodb_record(data):
     """
     cdef _Context ctx
     try:
-        ctx = _decode_record(data, False)
+        ctx = _decode_record(data)
     except _PythonTwin:
         return _decode_python.decode_zodb_record(data)
     return {"@cls": _untracked([ctx.module, ctx.name]), "@s": ctx.state}
@@ -2173,7 +2087,7 @@ def decode_zodb_record_for_pg(data):
     """
     cdef _Context ctx
     try:
-        ctx = _decode_record(data, False)
+        ctx = _decode_record(data)
     except _PythonTwin:
         return _decode_python.decode_zodb_record_for_pg(data)
     _check_class_names(ctx.module, ctx.name)
@@ -2200,7 +2114,7 @@ def decode_zodb_record_for_pg_json(data):
             if text is not None:
                 return names[0], names[1], text, refs
     try:
-        ctx = _decode_record(data, True, names, &klass)
+        ctx = _decode_record(data, names, &klass)
     except _PythonTwin:
         return _decode_python.decode_zodb_record_for_pg_json(data)
     _check_class_names(ctx.module, ctx.name)

@@ -7,10 +7,6 @@ needs special spelling) as UTF-8 into one buffer, exactly as the Python twin's
 ``json.dumps`` fast path and its ``\\b``/``\\f`` fix spell it; everything
 else (and any value this writer does not expect) goes to the Python twin.
 
-``TextSpan``: a string the Cython decoder left in the pickle bytes (valid
-UTF-8 without U+0000, checked when it was read), written from there: no
-``str`` is made for text that only becomes JSON text.  ``materialized``
-turns spans back into ``str`` wherever the rules must look at a value.
 Big strings are escaped, and big texts decoded, with the GIL released,
 into a buffer of the C allocator (which needs no GIL).
 """
@@ -18,14 +14,13 @@ into a buffer of the C allocator (which needs no GIL).
 cimport cython
 from cpython.long cimport PyLong_FromVoidPtr
 from cpython.pyport cimport PY_SSIZE_T_MAX
-from cpython.bytes cimport PyBytes_AS_STRING
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.math cimport fabs, isinf, isnan, signbit
 from libc.string cimport memcpy
 
-from ._primitives cimport zjc_json_run, zjc_units_of_utf8, zjc_utf8_prefix
+from ._primitives cimport zjc_json_run, zjc_units_of_utf8
 
 from . import _jsontext_python
 from ._common import C_WALK_DEPTH, float_text
@@ -163,7 +158,7 @@ cdef inline void _escape_char(Buffer* out, unsigned char c) noexcept nogil:
 
 
 cdef enum:
-    NOGIL_BYTES = 4096  # from this size on (every text span), work on raw bytes is done with the GIL released
+    NOGIL_BYTES = 4096  # from this size on, work on raw bytes is done with the GIL released
 
 
 cdef int _write_utf8(Buffer* out, const unsigned char* p, Py_ssize_t n) except -1:
@@ -269,58 +264,6 @@ cdef int _write_decimal(Buffer* out, long long m, int d, bint negative) noexcept
     return _put(out, digits + point, d)
 
 
-# ---------------------------------------------------------------------------
-# Text spans: strings read from the pickle, never made into str unless needed
-# ---------------------------------------------------------------------------
-
-cdef class TextSpan:
-    """A string left in the pickle (declared in _jsontext_cython.pxd)."""
-
-    def __repr__(self):
-        return "TextSpan(%r)" % (span_text(self),)
-
-
-cdef TextSpan text_span(bytes data, Py_ssize_t start, Py_ssize_t size):
-    cdef TextSpan span = TextSpan.__new__(TextSpan)
-    span.data = data
-    span.start = start
-    span.size = size
-    return span
-
-
-cdef str span_text(TextSpan span):
-    return PyUnicode_DecodeUTF8(PyBytes_AS_STRING(span.data) + span.start, span.size, NULL)
-
-
-cdef bint clean_utf8(const unsigned char* p, Py_ssize_t n):
-    """Is p[:n] what the strict UTF-8 decoder accepts, without U+0000?  Big ones without the GIL."""
-    cdef bint clean
-    if n < NOGIL_BYTES:
-        return zjc_utf8_prefix(p, n, 1) == n
-    with nogil:
-        clean = zjc_utf8_prefix(p, n, 1) == n
-    return clean
-
-
-cdef bint _may_hold_span(object value, Py_ssize_t* budget):
-    """False when value surely holds no TextSpan: looked at item by item, at most *budget items in all (then True),
-    without allocating.  A budget, not a depth: the REDUCE arguments of a zoned datetime are small but nine
-    levels deep."""
-    if type(value) is TextSpan:
-        return True
-    if type(value) is list:
-        for x in <list>value:
-            budget[0] -= 1
-            if budget[0] < 0 or _may_hold_span(x, budget):
-                return True
-    elif type(value) is dict:
-        for x in (<dict>value).values():
-            budget[0] -= 1
-            if budget[0] < 0 or _may_hold_span(x, budget):
-                return True
-    return False
-
-
 cdef inline bint _first_visit(set seen, object x) except -1:
     """Add x's address to seen: True if it was not there.  The address, not id(x): id() raises an audit
     event, which a process's audit hooks would see for every container walked."""
@@ -329,39 +272,6 @@ cdef inline bint _first_visit(set seen, object x) except -1:
         return False
     seen.add(address)
     return True
-
-
-cpdef object materialized(object value):
-    """value with every TextSpan in it, at any depth, replaced by its str (containers changed in place)."""
-    cdef list todo, keys
-    cdef set seen
-    cdef Py_ssize_t i
-    if type(value) is TextSpan:
-        return span_text(<TextSpan>value)
-    cdef Py_ssize_t budget = 64
-    if not _may_hold_span(value, &budget):  # most arguments: a class and a few scalars
-        return value
-    todo = [value]
-    seen = {PyLong_FromVoidPtr(<void*>value)}
-    while todo:
-        container = todo.pop()
-        if type(container) is list:
-            for i in range(len(<list>container)):
-                x = (<list>container)[i]
-                if type(x) is TextSpan:
-                    (<list>container)[i] = span_text(<TextSpan>x)
-                elif (type(x) is list or type(x) is dict) and _first_visit(seen, x):
-                    todo.append(x)
-        else:
-            keys = []
-            for k, x in (<dict>container).items():
-                if type(x) is TextSpan:
-                    keys.append(k)
-                elif (type(x) is list or type(x) is dict) and _first_visit(seen, x):
-                    todo.append(x)
-            for k in keys:
-                (<dict>container)[k] = span_text(<TextSpan>(<dict>container)[k])
-    return value
 
 
 # ---------------------------------------------------------------------------
@@ -376,9 +286,6 @@ cdef int _write_value(Buffer* out, object v, Py_ssize_t depth) except -1:
     cdef char* text
     if type(v) is str:
         return _write_string(out, <str>v)
-    if type(v) is TextSpan:
-        return _write_utf8(out, <const unsigned char*>PyBytes_AS_STRING((<TextSpan>v).data) + (<TextSpan>v).start,
-                           (<TextSpan>v).size)
     if type(v) is dict:
         if depth > DEPTH_LIMIT:
             return 1
@@ -446,7 +353,7 @@ cdef enum:
 
 
 cdef str _text(Buffer* out):
-    """The buffer (valid UTF-8: written from str and checked spans only) as a str; a big one decoded
+    """The buffer (valid UTF-8: written from strs and the lane's checked texts) as a str; a big one decoded
     with the GIL released."""
     cdef const unsigned char* p = <const unsigned char*>out.data
     cdef Py_ssize_t n = out.size, length
@@ -468,8 +375,7 @@ cdef str _text(Buffer* out):
 
 
 cpdef str pg_json_text(object state, int special):
-    """The compact PostgreSQL JSON text of a decoded state (see ``_jsontext_python.pg_json_text``);
-    the state may hold TextSpans.
+    """The compact PostgreSQL JSON text of a decoded state (see ``_jsontext_python.pg_json_text``).
 
     A state whose only special text is U+0000 is rewritten by the Python twin's
     ``sanitize_for_pg`` (its strings and keys become ``@ns`` markers) and
@@ -477,14 +383,14 @@ cpdef str pg_json_text(object state, int special):
     """
     cdef Buffer out
     if special & ~(F_NUL | F_EXP_FLOAT):  # @f and @su: the Python twin
-        return _jsontext_python.pg_json_text(materialized(state), special)
+        return _jsontext_python.pg_json_text(state, special)
     out.data = out.inline
     out.size = 0
     out.capacity = INLINE_CAPACITY
     try:
-        written = sanitize_for_pg(materialized(state), surrogates=False) if special & F_NUL else state
+        written = sanitize_for_pg(state, surrogates=False) if special & F_NUL else state
         if _write_value(&out, written, 0):
-            return _jsontext_python.pg_json_text(materialized(state), special)
+            return _jsontext_python.pg_json_text(state, special)
         return _text(&out)
     finally:
         if out.data != out.inline:
