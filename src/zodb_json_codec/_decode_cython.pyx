@@ -1820,39 +1820,8 @@ cdef bint _has_escape_prefix(bytes data):
 # Records and single pickles
 # ---------------------------------------------------------------------------
 
-# What _class_metadata returns for a first pickle that is not class metadata.
+# The class arguments of a record whose first pickle is not class metadata (an object record).
 cdef object _OBJECT_RECORD = object()
-
-
-cdef object _class_metadata(object klass, _Context ctx):
-    """_decode_known.class_metadata: sets ctx.module and ctx.name, returns the class arguments (or None),
-    or _OBJECT_RECORD (names "") when the first pickle is not class metadata.
-
-    ZODB's forms are read here, the rest by _decode_known."""
-    cdef object names = _global_names(klass)
-    if names is not None:  # ZODB writes the class alone when it has no arguments
-        ctx.module, ctx.name = names
-        return None
-    items = _tuple_items(klass)
-    if items is not None and len(items) == 2:
-        first = items[0]
-        if type(first) is str and type(items[1]) is str:  # (module, name) as text
-            ctx.module, ctx.name = first, items[1]
-            return None
-        names = _global_names(first)
-        if names is None:
-            names = _tuple_items(first)
-            if not (names is not None and len(names) == 2 and type(names[0]) is str and type(names[1]) is str):
-                names = None
-        if names is not None:  # (class, arguments) or ((module, name), arguments)
-            ctx.module, ctx.name = names
-            return items[1]
-    meta = _decode_known.class_metadata(klass)
-    if meta is None:
-        ctx.module = ctx.name = ""
-        return _OBJECT_RECORD
-    ctx.module, ctx.name, args = meta
-    return args
 
 
 cdef inline bint _has_nul(str s):
@@ -2014,8 +1983,13 @@ cdef _Context _decode_record(object data, object names_read=None,
                 ctx = fresh
             elif problem is not None:
                 raise problem
-        if names is None:
-            args = _class_metadata(klass, ctx)
+        if names is None:  # a class pickle of another form: _decode_known reads them all
+            meta = _decode_known.class_metadata(klass)
+            if meta is None:
+                ctx.module = ctx.name = ""
+                args = _OBJECT_RECORD
+            else:
+                ctx.module, ctx.name, args = meta
         else:
             args = None
             ctx.module, ctx.name = names
