@@ -418,7 +418,7 @@ cdef dict _content(_CObj obj, _Context ctx):
         module, name = names
         state = obj.state
         if args.get("@t") == [] and module == "uuid" and name == "UUID":
-            uuid_text = _uuid_from_state(state)
+            uuid_text = _decode_known.uuid_from_state(state)
             if uuid_text is not None and obj.items is None and obj.appends is None:
                 return {"@uuid": uuid_text}
         kind = btree_bits(module, name)
@@ -426,24 +426,6 @@ cdef dict _content(_CObj obj, _Context ctx):
             state = _btree_state(state, kind & BTREE_IS_TREE, kind & BTREE_IS_MAP)
         return instance_content(module, name, args, state, obj)
     return generic_call(obj, "@newobj")
-
-
-cdef object _uuid_from_state(object state):
-    """_decode_known.uuid_from_state: the @uuid text of a UUID whose state is exactly {"int": value}."""
-    cdef PyObject* found = _only_value(state, "int")
-    if found == NULL:
-        return None
-    value = <object>found
-    cdef PyObject* digits = _only_value(value, "@bi")
-    if digits != NULL:
-        value = int(<object>digits)
-    if type(value) is not int or not 0 <= value < _UUID_LIMIT:
-        return None
-    h = format(value, "032x")
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
-
-
-cdef object _UUID_LIMIT = 1 << 128
 
 
 cdef inline object _tuple_items(object v):
