@@ -1314,22 +1314,8 @@ cdef inline int _op_setitem(_Context ctx, Py_ssize_t start) except -1:
         raise _err("pickle stack underflow", start)
     v = stack.pop()
     k = stack.pop()
-    target = _top(stack)
-    if _plain_set(ctx, target, k):
-        PyDict_SetItem(<dict>target, k, v)
-        return 0
-    _set_items(ctx, target, [k, v], start, "SETITEM")
+    _set_items(ctx, _top(stack), [k, v], start, "SETITEM")
     return 0
-
-
-cdef inline bint _plain_set(_Context ctx, object target, object k):
-    """May SETITEM put k into target directly (what _set_items would do, without a list of two)?
-    A plain dict with nothing else to track, a str key not starting with "@", and the dict not
-    one key that could be a marker (set_items checks that first)."""
-    return (type(target) is dict and type(k) is str and not ctx.shared and not ctx.objs and not ctx.dforms
-            and len(<dict>target) != 1
-            and not _at_text(<PyObject*>k)
-            and not _maybe_marker(<dict>target))
 
 
 cdef inline Py_ssize_t _op_binfloat(_Context ctx, const unsigned char* p,
