@@ -22,7 +22,7 @@ from cpython.unicode cimport (
     PyUnicode_DATA, PyUnicode_FindChar, PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_READ, PyUnicode_READ_CHAR,
 )
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
-from libc.string cimport memcpy, memmove
+from libc.string cimport memcpy, memmove, memset
 
 from ._classnames cimport BTREE_IS_TREE, ascii_at, btree_bits, same_bytes
 from ._opcodes cimport *
@@ -1947,20 +1947,13 @@ dict_to_pickle, _json_to_pickle_by_value = public_functions(_pickle_value)
 # JSON text straight to opcodes (encode_zodb_record_from_pg_json, json_to_pickle)
 # ---------------------------------------------------------------------------
 
-# One pass over UTF-8 JSON text writing what the walk above writes for the
-# value json.loads would give: plain dicts, lists, strings, numbers and
-# literals are written as they are read, and so are the markers real
-# records hold most (references, @kv states, the one-key scalar markers,
-# @t/@set/@fset/@ns, instances).  Any other dict whose first key starts with "@" (a
-# marker, maybe) is built as a Python value and handed to _value (at the
-# top: to encode_zodb_record or the single-pickle rules, which have their
-# own cases).  Anything else -- an error of any kind, a duplicate or escaped
-# key, an integer of more than 4000 digits, a value nested deeper than the C
-# walk goes -- makes the reader give up (_Bail), and the caller takes the
-# normative way (_jsonread + the encoder), which gives the same bytes or
-# the exact error.  The rest of a string longer than 64 KB is scanned and
-# copied with the GIL released: the text is immutable and nothing else is
-# touched.
+# One pass over UTF-8 JSON text writing what the walk above writes for the value json.loads would give:
+# plain values, and the markers real records hold most (references, @kv states, the one-key markers,
+# instances), are written as they are read; any other dict whose first key starts with "@" is built as
+# a Python value and handed to _value (at the top: to the callers' own rules).  Anything else (an error,
+# a duplicate or escaped key, an integer of more than 4000 digits, nesting deeper than the C walk) makes
+# the reader give up (_Bail), and the caller takes the normative way (_jsonread + the encoder), which
+# gives the same bytes or the exact error.  Strings longer than 64 KB are copied with the GIL released.
 
 cdef extern from "Python.h":
     double PyOS_string_to_double(const char* s, char** endptr, PyObject* overflow_exception) except? -1.0
@@ -1985,6 +1978,13 @@ cdef struct KeySlot:
     Py_ssize_t pos               # its UTF-8 in the output buffer
     Py_ssize_t size
     uint64_t hash
+
+
+cdef struct ClassHead:  # where the two strings of ["module", "name"] (or a reference's ["oid", "module.Name"]) are
+    Py_ssize_t module_at
+    Py_ssize_t module_size
+    Py_ssize_t name_at
+    Py_ssize_t name_size
 
 
 cdef struct Reader:
@@ -2015,29 +2015,15 @@ cdef inline void _ws(Reader* r) noexcept nogil:
 
 cdef inline int _hex4(const unsigned char* p, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
     """The code unit of the 4 hex digits at p[i], or -1."""
-    cdef int k, d, unit = 0
-    if i + 4 > n:
+    cdef unsigned char unit[2]
+    if i + 4 > n or zjc_unhex(p + i, 4, unit) < 0:
         return -1
-    for k in range(4):
-        d = zjc_hexval(p[i + k])
-        if d < 0:
-            return -1
-        unit = unit * 16 + d
-    return unit
+    return unit[0] << 8 | unit[1]
 
 
-cdef unsigned char _UNESCAPED[256]
-
-
-cdef void _init_unescaped():
-    cdef int k
-    for k in range(256):
-        _UNESCAPED[k] = 0
-    for k, c in ((34, 34), (92, 92), (47, 47), (98, 8), (102, 12), (110, 10), (114, 13), (116, 9)):
-        _UNESCAPED[k] = c
-
-
-_init_unescaped()
+cdef unsigned char _UNESCAPED[256]  # what an escape's letter stands for; 0 (a C array starts zeroed): no escape
+for _k, _c in ((34, 34), (92, 92), (47, 47), (98, 8), (102, 12), (110, 10), (114, 13), (116, 9)):
+    _UNESCAPED[_k] = _c
 
 
 cdef int _unescape(const unsigned char* p, Py_ssize_t* at, Py_ssize_t n, Py_ssize_t limit, bint check_utf8,
@@ -2183,29 +2169,21 @@ cdef object _number_value(Reader* r, bint* is_float, long long* small, double* r
         negative = True
         i += 1
     digits_start = i
-    if i < n and p[i] == b'0':
-        i += 1
-    elif i < n and b'1' <= p[i] <= b'9':
-        while i < n and b'0' <= p[i] <= b'9':
-            i += 1
-    else:
-        _bail()
+    i = _digits(p, i, n)
+    if i == digits_start or (p[digits_start] == b'0' and i > digits_start + 1):
+        _bail()  # no digits, or a leading zero
     if i < n and p[i] == b'.':
         fraction = True
-        i += 1
-        if not (i < n and b'0' <= p[i] <= b'9'):
+        k = i + 1
+        i = _digits(p, k, n)
+        if i == k:
             _bail()
-        while i < n and b'0' <= p[i] <= b'9':
-            i += 1
     if i < n and (p[i] == b'e' or p[i] == b'E'):
         fraction = True
-        i += 1
-        if i < n and (p[i] == b'+' or p[i] == b'-'):
-            i += 1
-        if not (i < n and b'0' <= p[i] <= b'9'):
+        k = i + 2 if i + 1 < n and (p[i + 1] == b'+' or p[i + 1] == b'-') else i + 1
+        i = _digits(p, k, n)
+        if i == k:
             _bail()
-        while i < n and b'0' <= p[i] <= b'9':
-            i += 1
     r.i = i
     is_float[0] = fraction
     if not fraction and i - digits_start <= _FAST_INT_DIGITS:
@@ -2390,8 +2368,8 @@ cdef inline Py_ssize_t _quoted_run(Reader* r) noexcept:
 
 cdef int _json_ref(Reader* r, Writer* w) except -1:
     """A reference at r.i (a '{') in a decoder's compact form written as _ref writes it: 1; else 0, nothing read."""
-    cdef Py_ssize_t save_i = r.i, save_pos = w.pos, oid_at, oid_size, dotted_at, dotted_size, dot
-    cdef unsigned char* o
+    cdef Py_ssize_t save_i = r.i, save_pos = w.pos, oid_at, oid_size, dot
+    cdef ClassHead pair
     r.i += 1
     _ws(r)
     if not _at_key(r, b'"@ref"', 6):
@@ -2403,33 +2381,13 @@ cdef int _json_ref(Reader* r, Writer* w) except -1:
         if oid_size >= 0 and _expect(r, b'}') and _write_oid(w, r.p + oid_at, oid_size):
             _text(w, b"N\x86Q", 3)              # no class: NONE, TUPLE2, BINPERSID
             return 1
-    elif r.i < r.n and r.p[r.i] == b'[':
-        r.i += 1
-        _ws(r)
-        oid_at = r.i + 1
-        oid_size = _quoted_run(r)
-        if oid_size >= 0 and _expect(r, b','):
-            dotted_at = r.i + 1
-            dotted_size = _quoted_run(r)
-            if dotted_size >= 0 and _expect(r, b']') and _expect(r, b'}') and _write_oid(w, r.p + oid_at, oid_size):
-                # GLOBAL "module\nName\n", split at the last dot (_global_dotted)
-                _reserve(w, dotted_size + 5)
-                o = w.buf + w.pos
-                o[0] = GLOBAL
-                dot = dotted_size - 1
-                while dot >= 0 and r.p[dotted_at + dot] != b'.':
-                    dot -= 1
-                if dot < 0:
-                    o[1] = 10
-                    memcpy(o + 2, r.p + dotted_at, <size_t>dotted_size)
-                    o[dotted_size + 2] = 10
-                    w.pos += dotted_size + 3
-                else:
-                    memcpy(o + 1, r.p + dotted_at, <size_t>dotted_size)
-                    o[1 + dot] = 10
-                    o[dotted_size + 1] = 10
-                    w.pos += dotted_size + 2
-                return _op2(w, TUPLE2, BINPERSID) + 1
+    elif _json_pair(r, &pair) and _expect(r, b'}') and _write_oid(w, r.p + pair.module_at, pair.module_size):
+        dot = pair.name_size - 1  # the class "module.Name" as GLOBAL "module\nName\n" (_global_dotted)
+        while dot >= 0 and r.p[pair.name_at + dot] != b'.':
+            dot -= 1
+        _global_at(w, w.pos, r.p + pair.name_at, dot if dot > 0 else 0, r.p + pair.name_at + dot + 1,
+                   pair.name_size - dot - 1, b"\x86Q", 2)  # TUPLE2, BINPERSID
+        return 1
     r.i = save_i
     w.pos = save_pos
     return 0
@@ -2521,13 +2479,6 @@ cdef int _json_one_key_marker(Reader* r, Writer* w, Py_ssize_t depth) except -1:
 # are {"@cls": [module, name], "@s": state}: written as _instance writes them, whichever key comes first
 # (jsonb puts "@s" first: keys in order of length), so a big text in the state is copied, not made a str.
 
-cdef struct ClassHead:  # where an instance's ["module", "name"] are in the text
-    Py_ssize_t module_at
-    Py_ssize_t module_size
-    Py_ssize_t name_at
-    Py_ssize_t name_size
-
-
 cdef int _json_instance(Reader* r, Writer* w, Py_ssize_t depth) except -1:
     """{"@cls": [module, name], "@s": state} at r.i (a '{'), both names printable ASCII, the class neither a
     BTree's nor copyreg's _reconstructor, and the state no @args/@state wrapper: 1; else 0, nothing read or
@@ -2540,7 +2491,8 @@ cdef int _json_instance(Reader* r, Writer* w, Py_ssize_t depth) except -1:
     if _at_key(r, b'"@cls"', 6):
         if (_json_class_head(r, &head) and _expect(r, b',') and _at_key(r, b'"@s"', 4)
                 and _plain_state_ahead(r)):
-            _class_head_at(r, w, &head, w.pos)
+            _global_at(w, w.pos, r.p + head.module_at, head.module_size, r.p + head.name_at, head.name_size,
+                       b")\x81", 2)  # EMPTY_TUPLE, NEWOBJ
             _json_value(r, w, depth + 1)
             if _expect(r, b'}'):
                 _op(w, BUILD)
@@ -2550,7 +2502,8 @@ cdef int _json_instance(Reader* r, Writer* w, Py_ssize_t depth) except -1:
         _json_value(r, w, depth + 1)
         if _expect(r, b',') and _at_key(r, b'"@cls"', 6):
             if _json_class_head(r, &head) and _expect(r, b'}'):
-                _class_head_at(r, w, &head, state_at)
+                _global_at(w, state_at, r.p + head.module_at, head.module_size, r.p + head.name_at,
+                           head.name_size, b")\x81", 2)
                 _op(w, BUILD)
                 return 1
     r.i = save_i
@@ -2558,45 +2511,45 @@ cdef int _json_instance(Reader* r, Writer* w, Py_ssize_t depth) except -1:
     return 0
 
 
-cdef bint _json_class_head(Reader* r, ClassHead* head) except -1:
-    """The class of an instance at r.i, ["module", "name"], into *head: True, r.i after the ']'; False for any
-    class _instance treats otherwise, or another spelling."""
+cdef bint _json_pair(Reader* r, ClassHead* head) noexcept:
+    """["a", "b"] at r.i, two strings of printable ASCII without escapes, into *head: True, r.i after the ']';
+    else False."""
     if r.i >= r.n or r.p[r.i] != b'[':
         return False
     r.i += 1
     _ws(r)
     head.module_at = r.i + 1
     head.module_size = _quoted_run(r)
-    if head.module_size <= 0 or not _expect(r, b','):
+    if head.module_size < 0 or not _expect(r, b','):
         return False
     head.name_at = r.i + 1
     head.name_size = _quoted_run(r)
-    if head.name_size <= 0:
-        return False
-    _ws(r)
-    if r.i >= r.n or r.p[r.i] != b']':
-        return False
-    r.i += 1
+    return head.name_size >= 0 and _expect(r, b']')
+
+
+cdef bint _json_class_head(Reader* r, ClassHead* head) noexcept:
+    """The class of an instance at r.i, ["module", "name"], into *head: True, r.i after it; False for any
+    class _instance treats otherwise, or another spelling."""
     # A BTree's state has its own form; copyreg's _reconstructor is a REDUCE.
-    return not ((head.module_size >= 7 and same_bytes(<const char*>r.p + head.module_at, b"BTrees.", 7))
-                or (head.name_size == 14 and same_bytes(<const char*>r.p + head.name_at, b"_reconstructor", 14)))
+    return (_json_pair(r, head) and head.module_size > 0 and head.name_size > 0
+            and not ((head.module_size >= 7 and same_bytes(<const char*>r.p + head.module_at, b"BTrees.", 7))
+                     or (head.name_size == 14 and same_bytes(<const char*>r.p + head.name_at, b"_reconstructor", 14))))
 
 
-cdef int _class_head_at(Reader* r, Writer* w, ClassHead* head, Py_ssize_t at) except -1:
-    """GLOBAL "module\nname\n", EMPTY_TUPLE, NEWOBJ (how _instance starts) put in the output at offset at,
-    what was written from there on moved up."""
-    cdef Py_ssize_t size = head.module_size + head.name_size + 5
+cdef int _global_at(Writer* w, Py_ssize_t at, const unsigned char* module, Py_ssize_t module_size,
+                    const unsigned char* name, Py_ssize_t name_size, const char* tail, Py_ssize_t tail_size) except -1:
+    """GLOBAL "module\nname\n" and tail put in the output at offset at, what was written from there on moved up."""
+    cdef Py_ssize_t size = module_size + name_size + 3 + tail_size
     cdef unsigned char* o
     _reserve(w, size)
     memmove(w.buf + at + size, w.buf + at, <size_t>(w.pos - at))
     o = w.buf + at
     o[0] = GLOBAL
-    memcpy(o + 1, r.p + head.module_at, <size_t>head.module_size)
-    o[1 + head.module_size] = 10
-    memcpy(o + 2 + head.module_size, r.p + head.name_at, <size_t>head.name_size)
-    o[2 + head.module_size + head.name_size] = 10
-    o[3 + head.module_size + head.name_size] = EMPTY_TUPLE
-    o[4 + head.module_size + head.name_size] = NEWOBJ
+    memcpy(o + 1, module, <size_t>module_size)
+    o[1 + module_size] = 10
+    memcpy(o + 2 + module_size, name, <size_t>name_size)
+    o[2 + module_size + name_size] = 10
+    memcpy(o + 3 + module_size + name_size, tail, <size_t>tail_size)
     w.pos += size
     return 0
 
@@ -2645,14 +2598,20 @@ cdef int _json_tuple(Reader* r, Writer* w, Py_ssize_t depth) except -1:
             count += 1
             if not _more(r, b']'):
                 break
+    return _close_tuple(w, start, count) + 1
+
+
+cdef int _close_tuple(Writer* w, Py_ssize_t start, Py_ssize_t count) except -1:
+    """The tuple of the count items written after the MARK at start, as _tuple writes it (MARK only for more
+    than three)."""
     if count == 0:
         w.pos = start
-        return _op(w, EMPTY_TUPLE) + 1
+        return _op(w, EMPTY_TUPLE)
     if count > 3:
-        return _op(w, TUPLE) + 1
+        return _op(w, TUPLE)
     memmove(w.buf + start, w.buf + start + 1, <size_t>(w.pos - start - 1))
     w.pos -= 1
-    return _op(w, TUPLE1 if count == 1 else TUPLE2 if count == 2 else TUPLE3) + 1
+    return _op(w, TUPLE1 if count == 1 else TUPLE2 if count == 2 else TUPLE3)
 
 
 cdef int _write_oid(Writer* w, const unsigned char* hexdigits, Py_ssize_t n) except -1:
@@ -2691,16 +2650,7 @@ cdef int _json_kv_state(Reader* r, Writer* w, int is_tree) except -1:
             pairs += 1
             if not _more(r, b']'):
                 break
-    # The tuple of the flattened pairs: MARK only for more than three items.
-    if pairs == 0:
-        w.pos = start
-        _op(w, EMPTY_TUPLE)
-    elif pairs == 1:
-        memmove(w.buf + start, w.buf + start + 1, <size_t>(w.pos - start - 1))
-        w.pos -= 1
-        _op(w, TUPLE2)
-    else:
-        _op(w, TUPLE)
+    _close_tuple(w, start, 2 * pairs)  # the flattened pairs
     _ws(r)
     if r.i < r.n and r.p[r.i] == b'}':
         r.i += 1
@@ -2841,7 +2791,6 @@ cdef object _json_top(Writer* w, const unsigned char* p, Py_ssize_t n, bint chec
     the callers' own rules, nothing written and the value built (returned in a 1-tuple).  btree: _btree_class."""
     cdef KeySlot keys[_KEY_SLOTS]
     cdef Reader r
-    cdef Py_ssize_t k
     r.p = p
     r.n = n
     r.i = 0
@@ -2851,8 +2800,7 @@ cdef object _json_top(Writer* w, const unsigned char* p, Py_ssize_t n, bint chec
     r.keys_used = 0
     r.keys_heap = False
     r.serial = 0
-    for k in range(_KEY_SLOTS):
-        keys[k].serial = 0
+    memset(keys, 0, sizeof(keys))  # serial 0: an empty slot
     try:
         _ws(&r)
         if r.i < n and p[r.i] == b'{' and _marker_ahead(&r):
@@ -2875,17 +2823,12 @@ cdef object _json_top(Writer* w, const unsigned char* p, Py_ssize_t n, bint chec
 
 cdef object _text_bytes(object text, bint* check_utf8):
     """A bytes object or str whose UTF-8 the reader reads (*check_utf8: it must be checked), or None."""
-    if type(text) is bytes:
-        check_utf8[0] = True
-        return text
-    if type(text) is str:
-        check_utf8[0] = False
+    check_utf8[0] = type(text) is not str
+    if type(text) is bytes or type(text) is str:
         return text
     if type(text) is bytearray:
-        check_utf8[0] = True
         return bytes(text)
     if type(text) is memoryview:
-        check_utf8[0] = True
         return text.tobytes()
     return None
 
@@ -2925,20 +2868,14 @@ cdef object _from_text(object text, bint check_utf8, str module, str name):
     cdef Py_ssize_t n = 0
     cdef unsigned char* scratch = NULL
     cdef const unsigned char* p
+    cdef unsigned char stack[_STACK_BUFFER]
+    cdef Writer w
+    _init(&w, stack, False)
     try:
         p = _utf8_of(text, &n, &scratch)
         if p == NULL:
             return None
-        return _from_utf8(p, n, check_utf8, module, name)
-    finally:
-        PyMem_Free(scratch)
-
-
-cdef object _from_utf8(const unsigned char* p, Py_ssize_t n, bint check_utf8, str module, str name):
-    cdef unsigned char stack[_STACK_BUFFER]
-    cdef Writer w
-    _init_sized(&w, stack, module is not None, n + n // 8 + 256)
-    try:
+        _init_sized(&w, stack, module is not None, n + n // 8 + 256)
         _op2(&w, PROTO, 3)
         if module is not None:
             _str(&w, module)
@@ -2951,6 +2888,7 @@ cdef object _from_utf8(const unsigned char* p, Py_ssize_t n, bint check_utf8, st
         return _result(&w)
     finally:
         _release(&w)
+        PyMem_Free(scratch)
 
 
 cdef bytes _record_from_text(str module, str name, object text, bint check_utf8):
