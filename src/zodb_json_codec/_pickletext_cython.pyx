@@ -2,21 +2,12 @@
 # cython: boundscheck=False, wraparound=False, cdivision=True
 """The store path's direct lane: a record's state pickle straight to PostgreSQL JSON text.
 
-``decode_zodb_record_for_pg_json`` (Cython twin) tries this first, for a
-record whose class pickle has one of the usual forms.  The state pickle is
-read into a tree of C nodes (text and bytes stay in the pickle, as offsets)
-and written as JSON text from there: no Python object is made but the text
-and the refs' ints, and for a record of 4 KB and more both steps run with the
-GIL released.  The lane takes dicts with text keys, lists, tuples, text,
-bytes, 64-bit ints, floats, booleans, None; ZODB's persistent references;
-BTree states; the known types the decoder recognises in C (datetimes naive,
-with a fixed offset or a pytz zone, dates, timedeltas, Decimals, sets,
-frozensets, UUIDs); objects made by NEWOBJ then BUILD.  Anything else (a
-dict key starting with ``@``, a repeated key, a key with U+0000, a lone
-surrogate, a shared dict or list, any other call, deep nesting, an error)
-makes it decline (None), and the decoder reads the record the usual way,
-which decides everything the lane leaves alone.  For what the lane takes, the
-Python twin's output is the definition (``tests/test_direct_lane.py``).
+``decode_zodb_record_for_pg_json`` (Cython twin) tries this first.  The state pickle is read into C nodes
+(text and bytes stay in the pickle, as offsets) and written as JSON text from them, with the GIL released
+for records of 4 KB and more.  It takes plain values, ZODB's references, BTree states, the known types the
+decoder recognises in C and objects made by NEWOBJ then BUILD; anything else (a key starting with ``@`` or
+repeated, a shared dict or list, another call, deep nesting, an error) makes it decline (None), and the
+decoder reads the record.  The Python twin's output is the definition (``tests/test_direct_lane.py``).
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
@@ -31,7 +22,7 @@ from ._datetext cimport date_state_text, datetime_state_text, offset_field, offs
 from ._jsontext_cython cimport (INLINE_CAPACITY, Buffer, _digits_before, _escape_utf8, _put, _put_char, _reserve,
                                 _text, _write_float)
 from ._opcodes cimport Opcode as Op
-from ._primitives cimport ZJC_B64_LENGTH, zjc_b64_encode, zjc_utf8_prefix
+from ._primitives cimport ZJC_B64_LENGTH, zjc_b64_encode, zjc_hex_encode, zjc_utf8_prefix
 from ._pickletext_cython cimport ClassPickle
 
 from ._common import C_WALK_DEPTH
@@ -116,39 +107,32 @@ cdef inline void _free_slots(Slots* s) noexcept nogil:
         free(s.items)
 
 
-cdef void* _grown(void* items, void* inline_items, Py_ssize_t count, Py_ssize_t capacity,
-                  size_t item_size) noexcept nogil:
-    """An array of count items, inline or on the heap, moved to a heap block of capacity items (NULL when
-    memory runs out, or its size would not fit a Py_ssize_t; the inline ones stay where they are)."""
+cdef int _room(void** items, void* inline_items, Py_ssize_t count, Py_ssize_t* capacity, Py_ssize_t want,
+               size_t item_size) noexcept nogil:
+    """Capacity for want items in an array of count items, inline or on the heap (moved to a bigger heap
+    block; the inline ones stay where they are); -1 when memory runs out."""
+    cdef Py_ssize_t grown = capacity[0]
     cdef void* block
-    if <size_t>capacity > <size_t>PY_SSIZE_T_MAX / item_size:
-        return NULL
-    if items != inline_items:
-        return realloc(items, capacity * item_size)
-    block = malloc(capacity * item_size)
-    if block != NULL:
-        memcpy(block, inline_items, count * item_size)
-    return block
-
-
-cdef int _room(Slots* s, Py_ssize_t want) noexcept nogil:
-    """Capacity for want items; -1 when memory runs out."""
-    cdef Py_ssize_t capacity = s.capacity
-    cdef Py_ssize_t* grown
-    while capacity < want:
-        if capacity > PY_SSIZE_T_MAX // 2:
+    while grown < want:
+        if <size_t>grown > <size_t>PY_SSIZE_T_MAX / item_size / 2:
             return -1
-        capacity *= 2
-    grown = <Py_ssize_t*>_grown(s.items, s.inline, s.count, capacity, sizeof(Py_ssize_t))
-    if grown == NULL:
+        grown *= 2
+    if items[0] != inline_items:
+        block = realloc(items[0], grown * item_size)
+    else:
+        block = malloc(grown * item_size)
+        if block != NULL:
+            memcpy(block, inline_items, count * item_size)
+    if block == NULL:
         return -1
-    s.items = grown
-    s.capacity = capacity
+    items[0] = block
+    capacity[0] = grown
     return 0
 
 
 cdef inline int _push_slot(Slots* s, Py_ssize_t value) noexcept nogil:
-    if s.count == s.capacity and _room(s, s.count + 1) < 0:
+    if s.count == s.capacity and _room(<void**>&s.items, s.inline, s.count, &s.capacity, s.count + 1,
+                                       sizeof(Py_ssize_t)) < 0:
         return -1
     s.items[s.count] = value
     s.count += 1
@@ -160,19 +144,12 @@ cdef inline int _push_slot(Slots* s, Py_ssize_t value) noexcept nogil:
 # opcode's argument, or -1: not for the lane.
 # ---------------------------------------------------------------------------
 
-cdef Py_ssize_t _alloc_node(Lane* lane, Kind kind) noexcept nogil:
+cdef inline Py_ssize_t _alloc_node(Lane* lane, Kind kind) noexcept nogil:
     """A new node, not on the stack; its index, or -1."""
-    cdef Py_ssize_t i = lane.node_count, capacity
-    cdef Node* grown
-    if i == lane.node_capacity:
-        if lane.node_capacity > PY_SSIZE_T_MAX // 2:
-            return -1
-        capacity = 2 * lane.node_capacity
-        grown = <Node*>_grown(lane.nodes, lane.inline_nodes, i, capacity, sizeof(Node))
-        if grown == NULL:
-            return -1
-        lane.nodes = grown
-        lane.node_capacity = capacity
+    cdef Py_ssize_t i = lane.node_count
+    if i == lane.node_capacity and _room(<void**>&lane.nodes, lane.inline_nodes, i, &lane.node_capacity, i + 1,
+                                         sizeof(Node)) < 0:
+        return -1
     lane.node_count = i + 1
     lane.nodes[i].kind = kind
     lane.nodes[i].start = -1
@@ -195,7 +172,7 @@ cdef inline Py_ssize_t _fence(Lane* lane) noexcept nogil:
 
 
 cdef inline void _adopt_stack_items(Lane* lane, Py_ssize_t parent, Py_ssize_t from_slot) noexcept nogil:
-    """The nodes of stack[from_slot:] appended to parent's children."""
+    """The nodes of stack[from_slot:] moved to the end of parent's children."""
     cdef Node* node = &lane.nodes[parent]
     cdef Py_ssize_t j, child
     for j in range(from_slot, lane.stack.count):
@@ -207,6 +184,7 @@ cdef inline void _adopt_stack_items(Lane* lane, Py_ssize_t parent, Py_ssize_t fr
         node.last = child
         lane.nodes[child].next = -1
     node.size += lane.stack.count - from_slot
+    lane.stack.count = from_slot
 
 
 cdef inline bint _plain_ascii(const unsigned char* p, Py_ssize_t n) noexcept nogil:
@@ -239,46 +217,30 @@ cdef inline Py_ssize_t _read_span(Lane* lane, Kind kind, Py_ssize_t pos, Py_ssiz
     return pos + n
 
 
-cdef inline uint64_t _le(const unsigned char* p, int width) noexcept nogil:
+cdef inline uint64_t _unsigned(const unsigned char* p, int width, bint big_endian) noexcept nogil:
     cdef uint64_t v = 0
     cdef int i
-    for i in range(width - 1, -1, -1):
-        v = (v << 8) | p[i]
+    for i in range(width):
+        v = (v << 8) | p[i if big_endian else width - 1 - i]
     return v
 
 
-cdef Py_ssize_t _read_int(Lane* lane, Py_ssize_t pos, int width, bint signed) noexcept nogil:
-    """An K_INT node of the width-byte little-endian integer at pos (LONG1's two's complement when signed)."""
+cdef inline Py_ssize_t _read_number(Lane* lane, Kind kind, Py_ssize_t pos, int width, bint signed) noexcept nogil:
+    """A K_INT node of the width-byte little-endian integer at pos (LONG1's two's complement when signed), or
+    a K_FLOAT node of BINFLOAT's big-endian double."""
     cdef uint64_t u
     cdef Py_ssize_t i
     if width > lane.end - pos:
         return -1
-    u = _le(lane.p + pos, width)
+    u = _unsigned(lane.p + pos, width, kind == K_FLOAT)
     if signed and 0 < width < 8 and (u >> (8 * width - 1)) & 1:
         u |= ~0ULL << (8 * width)  # sign-extend
-    i = _new_node(lane, K_INT)
+    i = _new_node(lane, kind)
     if i < 0:
         return -1
     lane.nodes[i].integer = <int64_t>u
+    memcpy(&lane.nodes[i].number, &u, 8)  # a float's bits
     return pos + width
-
-
-cdef Py_ssize_t _read_float(Lane* lane, Py_ssize_t pos) noexcept nogil:
-    """A K_FLOAT node of BINFLOAT's big-endian double."""
-    cdef uint64_t bits = 0
-    cdef double x
-    cdef int k
-    cdef Py_ssize_t i
-    if 8 > lane.end - pos:
-        return -1
-    for k in range(8):
-        bits = (bits << 8) | lane.p[pos + k]
-    memcpy(&x, &bits, 8)
-    i = _new_node(lane, K_FLOAT)
-    if i < 0:
-        return -1
-    lane.nodes[i].number = x
-    return pos + 8
 
 
 cdef int _fill(Lane* lane, Kind kind, Py_ssize_t from_slot) noexcept nogil:
@@ -287,7 +249,6 @@ cdef int _fill(Lane* lane, Kind kind, Py_ssize_t from_slot) noexcept nogil:
     if i < 0:
         return -1
     _adopt_stack_items(lane, i, from_slot)
-    lane.stack.count = from_slot
     return _push_slot(&lane.stack, i)
 
 
@@ -308,7 +269,6 @@ cdef int _add_children(Lane* lane, Kind kind, Py_ssize_t target_slot, Py_ssize_t
     if lane.nodes[target].kind != kind or (kind == K_DICT and (lane.stack.count - from_slot) % 2):
         return -1
     _adopt_stack_items(lane, target, from_slot)
-    lane.stack.count = from_slot
     return 0
 
 
@@ -323,7 +283,8 @@ cdef int _memo_put_node(Lane* lane, Py_ssize_t index, Py_ssize_t node) noexcept 
     if index > MAX_MEMO_INDEX:
         return -1
     if index >= lane.memo.count:
-        if index >= lane.memo.capacity and _room(&lane.memo, index + 1) < 0:
+        if index >= lane.memo.capacity and _room(<void**>&lane.memo.items, lane.memo.inline, lane.memo.count,
+                                                 &lane.memo.capacity, index + 1, sizeof(Py_ssize_t)) < 0:
             return -1
         while lane.memo.count <= index:
             lane.memo.items[lane.memo.count] = -1
@@ -493,7 +454,7 @@ cdef inline void _class_node(Node* node, Py_ssize_t module_start, Py_ssize_t mod
 cdef int _persistent_ref(Lane* lane) noexcept nogil:
     """BINPERSID of ZODB's (oid, class) or (oid, None), oid 8 bytes, the class name without a dot (else
     the verbose form): a K_REF node in place of the tuple, the oid noted for refs."""
-    cdef Py_ssize_t pid, oid, klass, i, dot
+    cdef Py_ssize_t pid, oid, klass, i
     if lane.stack.count <= _fence(lane):
         return -1
     pid = lane.stack.items[lane.stack.count - 1]
@@ -505,12 +466,9 @@ cdef int _persistent_ref(Lane* lane) noexcept nogil:
         return -1
     if lane.nodes[klass].kind == K_NULL:
         klass = -1
-    elif lane.nodes[klass].kind != K_CLASS:
+    elif lane.nodes[klass].kind != K_CLASS or memchr(lane.p + lane.nodes[klass].name_start, 46,  # .
+                                                     lane.nodes[klass].name_size) != NULL:
         return -1
-    else:
-        for dot in range(lane.nodes[klass].name_size):
-            if lane.p[lane.nodes[klass].name_start + dot] == 46:  # .
-                return -1
     lane.stack.count -= 1
     i = _new_node(lane, K_REF)
     if i < 0 or _push_slot(&lane.refs, lane.nodes[oid].start) < 0:
@@ -521,34 +479,18 @@ cdef int _persistent_ref(Lane* lane) noexcept nogil:
 
 
 cdef Py_ssize_t _class_entry(Lane* lane, Py_ssize_t index) noexcept nogil:
-    """The node of a memo entry the class pickle put (ZODB pickles both pickles with one memo), made when
-    the state first GETs it: the class (memo 0) if its names can be written as they are, or the two names
-    as text (memo 0 and 1; memo 2, their tuple, is a container); -1 for any other index, and for every
-    index of a class pickle that memoized nothing."""
+    """The node of memo 0 of ZODB's class pickle, GLOBAL (one memo for both pickles: a reference to an object
+    of the record's own class GETs it), made when the state first GETs it; -1 for any other entry, or names
+    the text "module.Name" would have to escape (the decoder's)."""
     cdef ClassPickle* klass = lane.klass
     cdef Py_ssize_t i
-    if klass.form == CLASS_NAMES_NONE:
+    if (klass.form != CLASS_GLOBAL or index != 0 or _class_line_end(lane, klass.module_start) < 0
+            or _class_line_end(lane, klass.name_start) < 0):
         return -1
-    if klass.form == CLASS_GLOBAL:
-        if index != 0:
-            return -1
-        if (memchr(lane.p + klass.module_start, 34, klass.module_size) != NULL  # " or backslash: escapes
-                or memchr(lane.p + klass.module_start, 92, klass.module_size) != NULL
-                or memchr(lane.p + klass.name_start, 34, klass.name_size) != NULL
-                or memchr(lane.p + klass.name_start, 92, klass.name_size) != NULL):
-            return -1
-        i = _alloc_node(lane, K_CLASS)
-        if i < 0:
-            return -1
-        _class_node(&lane.nodes[i], klass.module_start, klass.module_size, klass.name_start, klass.name_size)
-    else:
-        if index > 1:
-            return -1
-        i = _alloc_node(lane, K_TEXT)
-        if i < 0:
-            return -1
-        lane.nodes[i].start = klass.name_start if index else klass.module_start
-        lane.nodes[i].size = klass.name_size if index else klass.module_size
+    i = _alloc_node(lane, K_CLASS)
+    if i < 0:
+        return -1
+    _class_node(&lane.nodes[i], klass.module_start, klass.module_size, klass.name_start, klass.name_size)
     return i if _memo_put_node(lane, index, i) == 0 else -1
 
 
@@ -597,9 +539,11 @@ cdef Py_ssize_t _read_state(Lane* lane, Py_ssize_t pos) noexcept nogil:
     cdef Py_ssize_t end = lane.end, n = 0, m
     cdef uint64_t u
     cdef unsigned char op
+    cdef int failed
     while 0 <= pos < end:
         op = p[pos]
         pos += 1
+        failed = 0
         if op == Op.SHORT_BINUNICODE or op == Op.SHORT_BINBYTES or op == Op.BINPUT or op == Op.BINGET \
                 or op == Op.LONG1 or op == Op.PROTO:
             if pos >= end:
@@ -609,86 +553,60 @@ cdef Py_ssize_t _read_state(Lane* lane, Py_ssize_t pos) noexcept nogil:
         elif op == Op.BINUNICODE or op == Op.BINBYTES or op == Op.LONG_BINPUT or op == Op.LONG_BINGET:
             if end - pos < 4:
                 return -1
-            u = _le(p + pos, 4)  # a four-byte argument, compared unsigned before the cast: past both what
+            u = _unsigned(p + pos, 4, False)  # a four-byte argument, compared unsigned before the cast: past both what
             pos += 4             # remains and the memo's bound, it is neither a length nor an index here
             if u > <uint64_t>(end - pos) and u > <uint64_t>MAX_MEMO_INDEX:
                 return -1
             n = <Py_ssize_t>u  # _read_span checks a length against what remains, _memo_put_node an index
         if op == Op.SHORT_BINUNICODE or op == Op.BINUNICODE:
             pos = _read_span(lane, K_TEXT, pos, n)
-        elif op == Op.BINPUT or op == Op.LONG_BINPUT:
-            if _memo_put(lane, n) < 0:
-                return -1
-        elif op == Op.BINGET or op == Op.LONG_BINGET:
-            if _memo_get(lane, n) < 0:
-                return -1
-        elif op == Op.MARK:
-            if _push_slot(&lane.marks, lane.stack.count) < 0:
-                return -1
-        elif op == Op.EMPTY_DICT:
-            if _new_node(lane, K_DICT) < 0:
-                return -1
-        elif op == Op.EMPTY_LIST:
-            if _new_node(lane, K_LIST) < 0:
-                return -1
-        elif op == Op.EMPTY_TUPLE:
-            if _new_node(lane, K_TUPLE) < 0:
-                return -1
-        elif op == Op.SETITEMS or op == Op.APPENDS:
-            m = _pop_mark(lane)
-            if _add_children(lane, K_DICT if op == Op.SETITEMS else K_LIST, m - 1, m) < 0:
-                return -1
-        elif op == Op.SETITEM:
-            if _add_children(lane, K_DICT, lane.stack.count - 3, lane.stack.count - 2) < 0:
-                return -1
-        elif op == Op.APPEND:
-            if _add_children(lane, K_LIST, lane.stack.count - 2, lane.stack.count - 1) < 0:
-                return -1
-        elif op == Op.TUPLE:
-            m = _pop_mark(lane)
-            if m < 0 or _fill(lane, K_TUPLE, m) < 0:
-                return -1
-        elif op == Op.TUPLE1 or op == Op.TUPLE2 or op == Op.TUPLE3:
-            m = lane.stack.count - (op - Op.TUPLE1 + 1)
-            if m < _fence(lane) or _fill(lane, K_TUPLE, m) < 0:
-                return -1
-        elif op == Op.BININT:
-            pos = _read_int(lane, pos, 4, True)
-        elif op == Op.BININT1:
-            pos = _read_int(lane, pos, 1, False)
-        elif op == Op.BININT2:
-            pos = _read_int(lane, pos, 2, False)
-        elif op == Op.LONG1:
-            if n <= 8:
-                pos = _read_int(lane, pos, <int>n, True)
-            else:  # up to 128 bits, for a UUID's int
-                pos = _read_span(lane, K_BIGINT, pos, n) if n <= 17 else -1
-        elif op == Op.BINFLOAT:
-            pos = _read_float(lane, pos)
         elif op == Op.SHORT_BINBYTES or op == Op.BINBYTES:
             pos = _read_span(lane, K_BYTES, pos, n)
+        elif op == Op.BINPUT or op == Op.LONG_BINPUT:
+            failed = _memo_put(lane, n)
+        elif op == Op.BINGET or op == Op.LONG_BINGET:
+            failed = _memo_get(lane, n)
+        elif op == Op.MARK:
+            failed = _push_slot(&lane.marks, lane.stack.count)
+        elif op == Op.EMPTY_DICT or op == Op.EMPTY_LIST or op == Op.EMPTY_TUPLE:
+            failed = _new_node(lane, K_DICT if op == Op.EMPTY_DICT else K_LIST if op == Op.EMPTY_LIST else K_TUPLE) < 0
         elif op == Op.NONE or op == Op.NEWTRUE or op == Op.NEWFALSE:
-            if _new_node(lane, K_NULL if op == Op.NONE else K_TRUE if op == Op.NEWTRUE else K_FALSE) < 0:
-                return -1
+            failed = _new_node(lane, K_NULL if op == Op.NONE else K_TRUE if op == Op.NEWTRUE else K_FALSE) < 0
+        elif op == Op.SETITEMS or op == Op.APPENDS:
+            m = _pop_mark(lane)
+            failed = _add_children(lane, K_DICT if op == Op.SETITEMS else K_LIST, m - 1, m)
+        elif op == Op.SETITEM or op == Op.APPEND:
+            m = lane.stack.count - (2 if op == Op.SETITEM else 1)
+            failed = _add_children(lane, K_DICT if op == Op.SETITEM else K_LIST, m - 1, m)
+        elif op == Op.TUPLE or op == Op.TUPLE1 or op == Op.TUPLE2 or op == Op.TUPLE3:
+            m = _pop_mark(lane) if op == Op.TUPLE else lane.stack.count - (op - Op.TUPLE1 + 1)
+            failed = m < _fence(lane) or _fill(lane, K_TUPLE, m) < 0  # (no mark: m is -1)
+        elif op == Op.BININT1:  # (a width of its own in each call: the reading loop is unrolled)
+            pos = _read_number(lane, K_INT, pos, 1, False)
+        elif op == Op.BININT2:
+            pos = _read_number(lane, K_INT, pos, 2, False)
+        elif op == Op.BININT:
+            pos = _read_number(lane, K_INT, pos, 4, True)
+        elif op == Op.LONG1:  # a K_BIGINT of up to 128 bits, for a UUID's int
+            pos = (_read_number(lane, K_INT, pos, <int>n, True) if n <= 8
+                   else _read_span(lane, K_BIGINT, pos, n) if n <= 17 else -1)
+        elif op == Op.BINFLOAT:
+            pos = _read_number(lane, K_FLOAT, pos, 8, False)
         elif op == Op.GLOBAL:
             pos = _read_global(lane, pos)
         elif op == Op.BINPERSID:
-            if _persistent_ref(lane) < 0:
-                return -1
+            failed = _persistent_ref(lane)
         elif op == Op.REDUCE or op == Op.NEWOBJ:
-            if _call(lane, K_CALL if op == Op.REDUCE else K_NEW) < 0:
-                return -1
+            failed = _call(lane, K_CALL if op == Op.REDUCE else K_NEW)
         elif op == Op.BUILD:
-            if _build(lane) < 0:
-                return -1
+            failed = _build(lane)
         elif op == Op.PROTO:
-            if n > 5:
-                return -1
+            failed = n > 5
         elif op == Op.STOP:
-            if lane.marks.count or lane.stack.count != 1:
-                return -1
-            return lane.stack.items[0]
+            return lane.stack.items[0] if lane.marks.count == 0 and lane.stack.count == 1 else -1
         else:
+            return -1
+        if failed:
             return -1
     return -1
 
@@ -706,22 +624,20 @@ cdef struct Out:
 
 
 cdef inline int _emit(Out* out, const char* text, Py_ssize_t n) noexcept nogil:
-    if _put(&out.buffer, text, n) < 0:
-        out.failed = True
+    out.failed |= _put(&out.buffer, text, n) < 0
     return 0
 
 
 cdef inline int _emit_char(Out* out, char c) noexcept nogil:
-    if _put_char(&out.buffer, c) < 0:
-        out.failed = True
+    out.failed |= _put_char(&out.buffer, c) < 0
     return 0
 
 
 cdef inline int _emit_utf8(Out* out, const unsigned char* p, Py_ssize_t n) noexcept nogil:
     """Valid UTF-8 as a JSON string (escaped)."""
-    if _escape_utf8(&out.buffer, p, n) < 0:
-        out.failed = True
+    out.failed |= _escape_utf8(&out.buffer, p, n) < 0
     return 0
+
 
 cdef int _write_base64(Out* out, const char* marker, const unsigned char* p, Py_ssize_t n) noexcept nogil:
     """{"@b": "<base64>"} (marker is '{"@b":"', or '{"@ns":"'), padded as base64.b64encode pads."""
@@ -734,32 +650,17 @@ cdef int _write_base64(Out* out, const char* marker, const unsigned char* p, Py_
     return _emit(out, b'"}', 2)
 
 
-cdef const char* HEX = b"0123456789abcdef"
-
-
 cdef int _write_ref(Lane* lane, Out* out, Node* ref) noexcept nogil:
     """{"@ref": ["<16 hex digits>", "module.Name"]} or {"@ref": "<16 hex digits>"}."""
-    cdef const unsigned char* oid = lane.p + ref.start
+    cdef unsigned char oid[16]
     cdef Node* klass
-    cdef char* o
-    cdef int k
-    _emit(out, b'{"@ref":', 8)
-    if ref.klass >= 0:
-        _emit_char(out, 91)  # [
-    if _reserve(&out.buffer, 18) < 0:
-        out.failed = True
-        return 0
-    o = out.buffer.data + out.buffer.size
-    o[0] = 34  # "
-    for k in range(8):
-        o[1 + 2 * k] = HEX[oid[k] >> 4]
-        o[2 + 2 * k] = HEX[oid[k] & 15]
-    o[17] = 34
-    out.buffer.size += 18
+    zjc_hex_encode(lane.p + ref.start, 8, oid)
+    _emit(out, b'{"@ref":"' if ref.klass < 0 else b'{"@ref":["', 9 if ref.klass < 0 else 10)
+    _emit(out, <const char*>oid, 16)
     if ref.klass < 0:
-        return _emit_char(out, 125)  # }
+        return _emit(out, b'"}', 2)
     klass = &lane.nodes[ref.klass]
-    _emit(out, b',"', 2)
+    _emit(out, b'","', 3)
     _emit(out, <const char*>lane.p + klass.start, klass.size)
     _emit_char(out, 46)  # .
     _emit(out, <const char*>lane.p + klass.name_start, klass.name_size)
@@ -771,15 +672,6 @@ cdef inline bint _named(Lane* lane, Node* klass, const char* module, Py_ssize_t 
     return (klass.size == module_size and klass.name_size == name_size
             and memcmp(lane.p + klass.start, module, module_size) == 0
             and memcmp(lane.p + klass.name_start, name, name_size) == 0)
-
-
-cdef inline Py_ssize_t _argument(Lane* lane, Node* call, Py_ssize_t k) noexcept nogil:
-    """The call's argument k (there are at least k + 1)."""
-    cdef Py_ssize_t i = call.start
-    while k:
-        i = lane.nodes[i].next
-        k -= 1
-    return i
 
 
 cdef int _write_call(Lane* lane, Out* out, Node* call, int depth) noexcept nogil:
@@ -796,16 +688,13 @@ cdef int _write_call(Lane* lane, Out* out, Node* call, int depth) noexcept nogil
     if _named(lane, klass, b"datetime", 8, b"date", 4):
         return _write_date(out, lane, arg) if call.size == 1 else 1
     if _named(lane, klass, b"datetime", 8, b"timedelta", 9):
-        if call.size != 3:
+        j = call.start
+        while j >= 0 and lane.nodes[j].kind == K_INT:
+            j = lane.nodes[j].next
+        if call.size != 3 or j >= 0:
             return 1
         _emit(out, b'{"@td":[', 8)
-        for j in range(3):
-            arg = &lane.nodes[_argument(lane, call, j)]
-            if arg.kind != K_INT:
-                return 1
-            if j:
-                _emit_char(out, 44)  # ,
-            _write_int64(out, arg.integer)
+        _write_items(lane, out, call.start, -1, depth + 1)
         return _emit(out, b"]}", 2)
     if _named(lane, klass, b"decimal", 7, b"Decimal", 7):
         if call.size != 1 or not _ascii_text(lane, arg):
@@ -863,8 +752,7 @@ cdef int _write_uuid(Out* out, const unsigned char* be) noexcept nogil:
         if k == 4 or k == 6 or k == 8 or k == 10:
             text[at] = 45  # -
             at += 1
-        text[at] = HEX[be[k] >> 4]
-        text[at + 1] = HEX[be[k] & 15]
+        zjc_hex_encode(be + k, 1, <unsigned char*>text + at)
         at += 2
     _emit(out, b'{"@uuid":"', 10)
     _emit(out, text, 36)
@@ -877,7 +765,6 @@ cdef int _write_instance(Lane* lane, Out* out, Node* obj, int depth) noexcept no
     or a BTrees class (its state rules are the decoder's)."""
     cdef Node* klass = &lane.nodes[obj.klass]
     cdef unsigned char be[16]
-    cdef Py_ssize_t child
     if obj.state < 0 or _is_btree_class(lane, klass):
         return 1
     if obj.size == 0 and _named(lane, klass, b"uuid", 4, b"UUID", 4) and \
@@ -890,13 +777,8 @@ cdef int _write_instance(Lane* lane, Out* out, Node* obj, int depth) noexcept no
     _emit(out, b'"],"@s":', 8)
     if obj.size:
         _emit(out, b'{"@args":{"@t":[', 16)
-        child = obj.start
-        while child >= 0:
-            if child != obj.start:
-                _emit_char(out, 44)  # ,
-            if _write_node(lane, out, child, depth + 2):
-                return 1
-            child = lane.nodes[child].next
+        if _write_items(lane, out, obj.start, -1, depth + 2) < -1:
+            return 1
         _emit(out, b']},"@state":', 12)
     if _write_node(lane, out, obj.state, depth + 1):
         return 1
@@ -955,7 +837,7 @@ cdef int _offset_text(Lane* lane, Node* zone, char* text) noexcept nogil:
     cdef Node* delta
     cdef Node* field
     cdef int64_t parts[3]
-    cdef Py_ssize_t j
+    cdef Py_ssize_t j, child
     if _named(lane, &lane.nodes[zone.klass], b"pytz", 4, b"_UTC", 4):
         if zone.size:
             return -1
@@ -967,11 +849,13 @@ cdef int _offset_text(Lane* lane, Node* zone, char* text) noexcept nogil:
     if delta.kind != K_CALL or delta.size != 3 or not _named(lane, &lane.nodes[delta.klass], b"datetime", 8,
                                                              b"timedelta", 9):
         return -1
+    child = delta.start
     for j in range(3):
-        field = &lane.nodes[_argument(lane, delta, j)]
+        field = &lane.nodes[child]
         if field.kind != K_INT or not offset_field(field.integer):
             return -1
         parts[j] = field.integer
+        child = field.next
     return offset_text(text, parts[0], parts[1], parts[2])
 
 
@@ -994,14 +878,9 @@ cdef bint _pytz_arguments(Lane* lane, Node* zone) noexcept nogil:
 
 cdef int _write_pytz(Lane* lane, Out* out, Node* zone) noexcept nogil:
     """The rest of a datetime's marker with a pytz zone: ',"@tz":{"pytz":[...],"name":zone}}'."""
-    cdef Py_ssize_t child = zone.start
     _emit(out, b'","@tz":{"pytz":[', 17)
-    while child >= 0:
-        if child != zone.start:
-            _emit_char(out, 44)  # ,
-        if _write_node(lane, out, child, 2):
-            return 1
-        child = lane.nodes[child].next
+    if _write_items(lane, out, zone.start, -1, 2) < -1:
+        return 1
     _emit(out, b'],"name":', 9)
     if _write_node(lane, out, zone.start, 2):
         return 1
@@ -1113,8 +992,7 @@ cdef int _write_node(Lane* lane, Out* out, Py_ssize_t i, int depth) noexcept nog
     """Write node i as JSON text; 1: not for the lane after all (a key the rules look at, too deep)."""
     cdef Node* node = &lane.nodes[i]
     cdef Kind kind = node.kind
-    cdef Py_ssize_t child
-    cdef bint first = True
+    cdef Py_ssize_t key
     if kind == K_TEXT:
         return _write_text(lane, out, node, True)
     if kind == K_INT:
@@ -1131,9 +1009,7 @@ cdef int _write_node(Lane* lane, Out* out, Py_ssize_t i, int depth) noexcept nog
         return _emit(out, b"true", 4)
     if kind == K_FALSE:
         return _emit(out, b"false", 5)
-    if kind == K_BIGINT:  # {"@bi": decimal digits}: the decoder writes them
-        return 1
-    if kind == K_CLASS:  # a class as a value: {"@cls": [...]}
+    if kind == K_BIGINT or kind == K_CLASS:  # {"@bi": digits}, a class as a value: the decoder's
         return 1
     if depth >= MAX_LANE_DEPTH:  # a call, an object or a container: its parts are written one level
         return 1                 # down, and no deeper C recursion
@@ -1141,43 +1017,46 @@ cdef int _write_node(Lane* lane, Out* out, Py_ssize_t i, int depth) noexcept nog
         return _write_call(lane, out, node, depth)
     if kind == K_NEW:
         return _write_instance(lane, out, node, depth)
-    if kind == K_DICT and not _plain_keys(lane, node):
-        return 1
-    if kind == K_DICT:
-        _emit_char(out, 123)  # {
-    elif kind == K_LIST:
-        _emit_char(out, 91)  # [
-    else:
-        _emit(out, b'{"@t":[', 7)
-    child = node.start
-    while child >= 0:
-        if not first:
-            _emit_char(out, 44)  # ,
-        first = False
-        if kind == K_DICT:  # a key (text, as _plain_keys saw), then its value
-            if _write_text(lane, out, &lane.nodes[child], False):
-                return 1
-            _emit_char(out, 58)  # :
-            child = lane.nodes[child].next
-        if _write_node(lane, out, child, depth + 1):
+    if kind != K_DICT:
+        _emit(out, b"[" if kind == K_LIST else b'{"@t":[', 1 if kind == K_LIST else 7)
+        if _write_items(lane, out, node.start, -1, depth + 1) < -1:
             return 1
+        return _emit(out, b"]" if kind == K_LIST else b"]}", 1 if kind == K_LIST else 2)
+    if not _plain_keys(lane, node):
+        return 1
+    _emit_char(out, 123)  # {
+    key = node.start
+    while key >= 0:  # a key (text, as _plain_keys saw), then its value
+        if key != node.start:
+            _emit_char(out, 44)  # ,
+        if _write_text(lane, out, &lane.nodes[key], False):
+            return 1
+        _emit_char(out, 58)  # :
+        if _write_node(lane, out, lane.nodes[key].next, depth + 1):
+            return 1
+        key = lane.nodes[lane.nodes[key].next].next
+    return _emit_char(out, 125)  # }
+
+
+cdef inline Py_ssize_t _write_items(Lane* lane, Out* out, Py_ssize_t child, Py_ssize_t count, int depth) noexcept nogil:
+    """count nodes (all, when count < 0) from child on, comma-separated: the node after them (-1 at the end),
+    or -2: not for the lane."""
+    cdef Py_ssize_t first = child
+    while child >= 0 and count != 0:
+        if child != first:
+            _emit_char(out, 44)  # ,
+        if _write_node(lane, out, child, depth):
+            return -2
         child = lane.nodes[child].next
-    if kind == K_DICT:
-        return _emit_char(out, 125)  # }
-    if kind == K_LIST:
-        return _emit_char(out, 93)  # ]
-    return _emit(out, b"]}", 2)
+        count -= 1
+    return child
 
 
 cdef int _fill_refs(Lane* lane, list refs) except -1:
     """The oids of the references, as ZODB's referencesf reads them: signed big-endian 64-bit integers."""
     cdef Py_ssize_t j
-    cdef const unsigned char* oid
     for j in range(lane.refs.count):
-        oid = lane.p + lane.refs.items[j]
-        refs.append(<int64_t>((<uint64_t>oid[0] << 56) | (<uint64_t>oid[1] << 48) | (<uint64_t>oid[2] << 40)
-                              | (<uint64_t>oid[3] << 32) | (<uint64_t>oid[4] << 24) | (<uint64_t>oid[5] << 16)
-                              | (<uint64_t>oid[6] << 8) | oid[7]))
+        refs.append(<int64_t>_unsigned(lane.p + lane.refs.items[j], 8, True))
     return 0
 
 
@@ -1192,28 +1071,20 @@ cdef int _write_flat(Lane* lane, Out* out, Py_ssize_t flat, bint is_map) noexcep
     """A bucket's or set's items: {"@kv": [[k, v], ...]} or {"@ks": [k, ...]}, without the closing brace
     (an "@next" may follow); 1: a map's items of odd count (the generic form: the usual way)."""
     cdef Py_ssize_t child = lane.nodes[flat].start
-    cdef bint first = True
     if not is_map:
         _emit(out, b'{"@ks":[', 8)
-    elif lane.nodes[flat].size % 2:
+        return 1 if _write_items(lane, out, child, -1, 2) < -1 else _emit_char(out, 93)
+    if lane.nodes[flat].size % 2:
         return 1
-    else:
-        _emit(out, b'{"@kv":[', 8)
+    _emit(out, b'{"@kv":[', 8)
     while child >= 0:
-        if not first:
+        if child != lane.nodes[flat].start:
             _emit_char(out, 44)  # ,
-        first = False
-        if is_map:
-            _emit_char(out, 91)  # [
-        if _write_node(lane, out, child, 2):
+        _emit_char(out, 91)  # [
+        child = _write_items(lane, out, child, 2, 2)
+        if child < -1:
             return 1
-        child = lane.nodes[child].next
-        if is_map:
-            _emit_char(out, 44)
-            if _write_node(lane, out, child, 2):
-                return 1
-            child = lane.nodes[child].next
-            _emit_char(out, 93)  # ]
+        _emit_char(out, 93)  # ]
     return _emit_char(out, 93)
 
 
@@ -1244,13 +1115,8 @@ cdef int _write_btree_state(Lane* lane, Out* out, Py_ssize_t root, int btree) no
         if child < 0:
             return 1
         _emit(out, b'{"@children":[', 14)
-        child = lane.nodes[first].start
-        while child >= 0:
-            if child != lane.nodes[first].start:
-                _emit_char(out, 44)
-            if _write_node(lane, out, child, 2):
-                return 1
-            child = lane.nodes[child].next
+        if _write_items(lane, out, lane.nodes[first].start, -1, 2) < -1:
+            return 1
         _emit(out, b'],"@first":', 11)
         if _write_node(lane, out, second, 1):
             return 1
