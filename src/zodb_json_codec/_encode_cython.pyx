@@ -2080,10 +2080,8 @@ cdef int _unescape(const unsigned char* p, Py_ssize_t* at, Py_ssize_t n, Py_ssiz
 
 
 cdef int _string_payload(Reader* r, Writer* w) except -1:
-    """The UTF-8 of the string whose opening quote is at r.i into w; r.i after its closing quote.
-
-    Unescaped text is never longer than its JSON, so room for the rest of the text is all it needs; a
-    string still going after its first 64 KB is read on with the GIL released."""
+    """The UTF-8 of the string whose opening quote is at r.i into w; r.i after its closing quote.  Unescaped text
+    is never longer than its JSON: room for the rest of the text is all it needs."""
     cdef Py_ssize_t i = r.i + 1
     cdef unsigned char* o
     cdef int status
@@ -2414,19 +2412,10 @@ cdef int _short_marker_key(Reader* r) noexcept:
     return key
 
 
-cdef object _ascii_str(Reader* r):
-    """The string at r.i as a str (r.i after it) if it is printable ASCII without escapes; else None, r.i kept."""
-    cdef Py_ssize_t start = r.i + 1, size = _quoted_run(r)
-    if size < 0:
-        return None
-    return PyUnicode_FromStringAndSize(<const char*>r.p + start, size)
-
-
 cdef int _json_one_key_marker(Reader* r, Writer* w, Py_ssize_t depth) except -1:
     """A common one-key marker at r.i (a '{') written as _marker writes it: 1; else 0, nothing read or written.
-
     (depth <= C_WALK_DEPTH: the dict's own depth check has passed.)"""
-    cdef Py_ssize_t save_i = r.i, save_pos = w.pos
+    cdef Py_ssize_t save_i = r.i, save_pos = w.pos, start, size
     cdef int kind
     cdef bint is_text
     r.i += 1
@@ -2439,9 +2428,11 @@ cdef int _json_one_key_marker(Reader* r, Writer* w, Py_ssize_t depth) except -1:
     if kind == KEY_NS:
         if _json_ns(r, w):
             return 1
-    elif is_text:
-        text = _ascii_str(r)
-        if text is not None and _expect(r, b'}'):
+    elif is_text:  # printable ASCII without escapes
+        start = r.i + 1
+        size = _quoted_run(r)
+        if size >= 0 and _expect(r, b'}'):
+            text = PyUnicode_FromStringAndSize(<const char*>r.p + start, size)
             if kind == KEY_B:
                 _b64(w, text, "@b")
             elif kind == KEY_DT:
@@ -2462,10 +2453,7 @@ cdef int _json_one_key_marker(Reader* r, Writer* w, Py_ssize_t depth) except -1:
         if _json_tuple(r, w, depth) and _expect(r, b'}'):
             return 1
     else:
-        if kind == KEY_SET:
-            _text(w, b"cbuiltins\nset\n", 14)
-        else:
-            _text(w, b"cbuiltins\nfrozenset\n", 20)
+        _text(w, b"cbuiltins\nset\n" if kind == KEY_SET else b"cbuiltins\nfrozenset\n", 14 if kind == KEY_SET else 20)
         _json_list(r, w, depth)
         if _expect(r, b'}'):
             _op2(w, TUPLE1, REDUCE)
