@@ -1445,3 +1445,21 @@ def test_values_the_encoder_hands_to_the_python_twin(twins, name):
         encode_both(twins, "json_to_pickle", text, found, f"{name} JSON")
         found.note(f"{name} row", *(observe(t.encode_zodb_record_from_pg_json, "m", "C", text) for t in twins))
     assert not found, found.report()
+
+
+def test_base64_both_ways_around_the_block_steps(twins):
+    """Bytes of 0-70 bytes to @b (zjc_b64_pairs: two characters per lookup) and back (zjc_b64_ssse3: 16
+    characters a step, then 8, then 4), and every text of 16-64 characters with one character made
+    non-canonical or outside the alphabet at every place: both twins alike, as a pickle and in a record."""
+    found = Differences()
+    for n in range(71):
+        raw = bytes((7 * i + n) % 256 for i in range(n))
+        compare_decoders(twins, pickle.dumps({"b": raw}, 3), found, f"{n} bytes", PICKLE_DECODERS)
+    for n in (16, 20, 24, 32, 36, 44, 48, 64):
+        text = base64.b64encode(bytes(range(40, 40 + n * 3 // 4))).decode()
+        for at in range(len(text)):
+            for odd in ("!", "=", "-", "\xe9"):
+                bad = text[:at] + odd + text[at + 1:]
+                encode_both(twins, "dict_to_pickle", {"v": {"@b": bad}}, found, f"{bad!r}")
+                encode_both(twins, "json_to_pickle", json.dumps({"v": {"@b": bad}}), found, f"{bad!r} JSON")
+    assert not found, found.report()
