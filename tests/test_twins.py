@@ -1463,3 +1463,15 @@ def test_base64_both_ways_around_the_block_steps(twins):
                 encode_both(twins, "dict_to_pickle", {"v": {"@b": bad}}, found, f"{bad!r}")
                 encode_both(twins, "json_to_pickle", json.dumps({"v": {"@b": bad}}), found, f"{bad!r} JSON")
     assert not found, found.report()
+
+
+@pytest.mark.parametrize("size", [4096, 65536])
+def test_records_around_the_writer_buffer_sizes(twins, size):
+    """Records whose pickle ends around the encoder's 4 KB stack array and its first 64 KB heap block
+    (_grow), written by one str or by many small items."""
+    found = Differences()
+    for delta in range(-24, 25, 3):
+        n = size + delta
+        for state in ({"t": "x" * n}, {"l": ["ab"] * (n // 4)}, {"k%d" % i: i for i in range(n // 8)}):
+            encode_both(twins, "encode_zodb_record", {"@cls": ["m", "C"], "@s": state}, found, f"{n}")
+    assert not found, found.report()
