@@ -40,7 +40,7 @@ from ._known import marker_kind
 from . import _decode_common
 from ._decode_common import (
     EXPANSION_FLOOR, EXPANSION_PER_BYTE, Unrepresentable, check_class_names_at_offset_0, expansion_error, finish,
-    float_line, generic_call, global_lines, in_state,
+    float_line, generic_call, in_state,
     instance_content, int_line, int_value, line_utf8, long_line, memo_index, object_record_state, persid_line,
     persistent_ref, rebuilt_target, shares_a_rebuilt, string_line, text_line, unicode_line,
 )
@@ -115,7 +115,6 @@ cdef class _Context:
     cdef Py_ssize_t fetched      # the weight of the values fetched from the memo / DUP...
     cdef Py_ssize_t budget       # ...and what it may be (_decode_common.expansion_budget)
     cdef Py_ssize_t stop         # offset after the STOP that ended the last walk
-    cdef bytes data              # the pickle bytes being walked
     cdef list stack              # the pickle machine's stack...
     cdef list metastack          # ...and the stacks below its MARKs (or None)
     cdef list rebuilt            # objects BUILD gave a second state (_build; or None)
@@ -1584,7 +1583,6 @@ cdef object _load(bytes data, Py_ssize_t pos, _Context ctx):
     cdef unsigned char op
     ctx.stack = []
     ctx.metastack = None  # made at the first MARK
-    ctx.data = data
     try:
         while True:
             if pos >= end:

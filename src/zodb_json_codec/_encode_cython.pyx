@@ -19,7 +19,7 @@ from cpython.pyport cimport PY_SSIZE_T_MAX
 from cpython.ref cimport Py_DECREF, Py_INCREF
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
 from cpython.unicode cimport (
-    PyUnicode_DATA, PyUnicode_FindChar, PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_READ, PyUnicode_READ_CHAR,
+    PyUnicode_DATA, PyUnicode_FindChar, PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_READ_CHAR,
 )
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memmove, memset

@@ -12,7 +12,6 @@ into a buffer of the C allocator (which needs no GIL).
 """
 
 cimport cython
-from cpython.long cimport PyLong_FromVoidPtr
 from cpython.pyport cimport PY_SSIZE_T_MAX
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport uint32_t, uint64_t
@@ -262,16 +261,6 @@ cdef int _write_decimal(Buffer* out, long long m, int d, bint negative) noexcept
     _put(out, digits + i, point - i)
     _put_char(out, 46)
     return _put(out, digits + point, d)
-
-
-cdef inline bint _first_visit(set seen, object x) except -1:
-    """Add x's address to seen: True if it was not there.  The address, not id(x): id() raises an audit
-    event, which a process's audit hooks would see for every container walked."""
-    cdef object address = PyLong_FromVoidPtr(<void*>x)
-    if address in seen:
-        return False
-    seen.add(address)
-    return True
 
 
 # ---------------------------------------------------------------------------
