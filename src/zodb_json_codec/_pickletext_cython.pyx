@@ -5,9 +5,10 @@
 ``decode_zodb_record_for_pg_json`` (Cython twin) tries this first.  The state pickle is read into C nodes
 (text and bytes stay in the pickle, as offsets) and written as JSON text from them, with the GIL released
 for records of 4 KB and more.  It takes plain values, ZODB's references, BTree states, the known types the
-decoder recognises in C and objects made by NEWOBJ then BUILD; anything else (a key starting with ``@`` or
-repeated, a shared dict or list, another call, deep nesting, an error) makes it decline (None), and the
-decoder reads the record.  The Python twin's output is the definition (``tests/test_direct_lane.py``).
+decoder recognises in C and objects made by NEWOBJ without arguments then BUILD; anything else (a key
+starting with ``@`` or repeated, a float that needs ``@f``, a shared dict or list, another call, deep
+nesting, an error) makes it decline (None), and the decoder reads the record.  The Python twin's output is
+the definition (``tests/test_direct_lane.py``).
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
@@ -69,7 +70,7 @@ cdef enum:
     INLINE_NODES = 64
     INLINE_SLOTS = 64        # stack, marks and memo entries
     MAX_MEMO_INDEX = 1 << 16  # a LONG_BINPUT beyond: the usual way
-    SMALL_DICT = 8           # up to this many keys, duplicates are found by comparing every pair
+    SMALL_DICT = 8           # up to this many keys, repeated ones are found by comparing every pair
     NOGIL_RECORD = 4096      # records from this size on are walked and written with the GIL released
 
 
@@ -274,13 +275,7 @@ cdef int _add_children(Lane* lane, Kind kind, Py_ssize_t target_slot, Py_ssize_t
 
 cdef int _memo_put(Lane* lane, Py_ssize_t index) noexcept nogil:
     """BINPUT, LONG_BINPUT: the top of the stack is memo entry index."""
-    if lane.stack.count <= _fence(lane):
-        return -1
-    return _memo_put_node(lane, index, lane.stack.items[lane.stack.count - 1])
-
-
-cdef int _memo_put_node(Lane* lane, Py_ssize_t index, Py_ssize_t node) noexcept nogil:
-    if index > MAX_MEMO_INDEX:
+    if lane.stack.count <= _fence(lane) or index > MAX_MEMO_INDEX:
         return -1
     if index >= lane.memo.count:
         if index >= lane.memo.capacity and _room(<void**>&lane.memo.items, lane.memo.inline, lane.memo.count,
@@ -289,7 +284,7 @@ cdef int _memo_put_node(Lane* lane, Py_ssize_t index, Py_ssize_t node) noexcept 
         while lane.memo.count <= index:
             lane.memo.items[lane.memo.count] = -1
             lane.memo.count += 1
-    lane.memo.items[index] = node
+    lane.memo.items[index] = lane.stack.items[lane.stack.count - 1]
     return 0
 
 
@@ -336,21 +331,11 @@ cdef int _memo_get(Lane* lane, Py_ssize_t index) noexcept nogil:
     return 0
 
 
-cdef inline Py_ssize_t _fetched_weight(Lane* lane, Py_ssize_t root, Py_ssize_t limit) noexcept nogil:
+cdef Py_ssize_t _fetched_weight(Lane* lane, Py_ssize_t root, Py_ssize_t limit) noexcept nogil:
     """The weight of node root's value as the decoder weighs what the memo gives again (_decode_common.weight:
     a shared part counted each time it is reached), taken when GET asks, as the decoder takes it; -1 once
-    past limit (>= 0), or when memory for the walk runs out."""
-    cdef Node* node = &lane.nodes[root]
-    cdef uint64_t weight
-    if node.kind == K_CALL or node.kind >= K_DICT:
-        return _walked_weight(lane, root, limit)
-    weight = _own_weight(lane, node)  # a leaf (most GETs: a text, a class): no walk
-    return <Py_ssize_t>weight if weight <= <uint64_t>limit else -1
-
-
-cdef Py_ssize_t _walked_weight(Lane* lane, Py_ssize_t root, Py_ssize_t limit) noexcept nogil:
-    """_fetched_weight of a node with parts: an explicit stack, any depth, and no more steps than the weight
-    it finds (the budget bounds them all)."""
+    past limit (>= 0), or when memory for the walk runs out.  An explicit stack, any depth, and no more steps
+    than the weight it finds (the budget bounds them all)."""
     cdef Slots todo
     cdef uint64_t total = 0, room = <uint64_t>limit
     cdef Py_ssize_t child
@@ -438,17 +423,11 @@ cdef Py_ssize_t _read_global(Lane* lane, Py_ssize_t pos) noexcept nogil:
     i = _new_node(lane, K_CLASS)
     if i < 0:
         return -1
-    _class_node(&lane.nodes[i], pos, module_end - pos, module_end + 1, name_end - module_end - 1)
+    lane.nodes[i].start = pos
+    lane.nodes[i].size = module_end - pos
+    lane.nodes[i].name_start = module_end + 1
+    lane.nodes[i].name_size = name_end - module_end - 1
     return name_end + 1
-
-
-cdef inline void _class_node(Node* node, Py_ssize_t module_start, Py_ssize_t module_size, Py_ssize_t name_start,
-                             Py_ssize_t name_size) noexcept nogil:
-    """A K_CLASS node of these names."""
-    node.start = module_start
-    node.size = module_size
-    node.name_start = name_start
-    node.name_size = name_size
 
 
 cdef int _persistent_ref(Lane* lane) noexcept nogil:
@@ -481,17 +460,13 @@ cdef int _persistent_ref(Lane* lane) noexcept nogil:
 cdef Py_ssize_t _class_entry(Lane* lane, Py_ssize_t index) noexcept nogil:
     """The node of memo 0 of ZODB's class pickle, GLOBAL (one memo for both pickles: a reference to an object
     of the record's own class GETs it), made when the state first GETs it; -1 for any other entry, or names
-    the text "module.Name" would have to escape (the decoder's)."""
-    cdef ClassPickle* klass = lane.klass
-    cdef Py_ssize_t i
-    if (klass.form != CLASS_GLOBAL or index != 0 or _class_line_end(lane, klass.module_start) < 0
-            or _class_line_end(lane, klass.name_start) < 0):
+    the text "module.Name" would have to escape (the decoder's).  Read as the state's GLOBAL is, and put in
+    the memo, from the top of the stack."""
+    if (lane.klass.form != CLASS_GLOBAL or index != 0 or _read_global(lane, lane.klass.module_start) < 0
+            or _memo_put(lane, 0) < 0):
         return -1
-    i = _alloc_node(lane, K_CLASS)
-    if i < 0:
-        return -1
-    _class_node(&lane.nodes[i], klass.module_start, klass.module_size, klass.name_start, klass.name_size)
-    return i if _memo_put_node(lane, index, i) == 0 else -1
+    lane.stack.count -= 1
+    return lane.stack.items[lane.stack.count]
 
 
 cdef int _call(Lane* lane, Kind kind) noexcept nogil:
@@ -557,7 +532,7 @@ cdef Py_ssize_t _read_state(Lane* lane, Py_ssize_t pos) noexcept nogil:
             pos += 4             # remains and the memo's bound, it is neither a length nor an index here
             if u > <uint64_t>(end - pos) and u > <uint64_t>MAX_MEMO_INDEX:
                 return -1
-            n = <Py_ssize_t>u  # _read_span checks a length against what remains, _memo_put_node an index
+            n = <Py_ssize_t>u  # _read_span checks a length against what remains, _memo_put an index
         if op == Op.SHORT_BINUNICODE or op == Op.BINUNICODE:
             pos = _read_span(lane, K_TEXT, pos, n)
         elif op == Op.SHORT_BINBYTES or op == Op.BINBYTES:
@@ -633,12 +608,6 @@ cdef inline int _emit_char(Out* out, char c) noexcept nogil:
     return 0
 
 
-cdef inline int _emit_utf8(Out* out, const unsigned char* p, Py_ssize_t n) noexcept nogil:
-    """Valid UTF-8 as a JSON string (escaped)."""
-    out.failed |= _escape_utf8(&out.buffer, p, n) < 0
-    return 0
-
-
 cdef int _write_base64(Out* out, const char* marker, const unsigned char* p, Py_ssize_t n) noexcept nogil:
     """{"@b": "<base64>"} (marker is '{"@b":"', or '{"@ns":"'), padded as base64.b64encode pads."""
     _emit(out, marker, strlen(marker))
@@ -683,10 +652,8 @@ cdef int _write_call(Lane* lane, Out* out, Node* call, int depth) noexcept nogil
     if call.size == 0:
         return 1
     arg = &lane.nodes[call.start]
-    if _named(lane, klass, b"datetime", 8, b"datetime", 8):
-        return _write_datetime(lane, out, call)
-    if _named(lane, klass, b"datetime", 8, b"date", 4):
-        return _write_date(out, lane, arg) if call.size == 1 else 1
+    if _named(lane, klass, b"datetime", 8, b"datetime", 8) or _named(lane, klass, b"datetime", 8, b"date", 4):
+        return _write_datetime(lane, out, call, klass.name_size == 4)
     if _named(lane, klass, b"datetime", 8, b"timedelta", 9):
         j = call.start
         while j >= 0 and lane.nodes[j].kind == K_INT:
@@ -700,7 +667,7 @@ cdef int _write_call(Lane* lane, Out* out, Node* call, int depth) noexcept nogil
         if call.size != 1 or not _ascii_text(lane, arg):
             return 1
         _emit(out, b'{"@dec":', 8)
-        _emit_utf8(out, lane.p + arg.start, arg.size)
+        _write_text(lane, out, arg, False)  # ASCII: never refused
         return _emit_char(out, 125)  # }
     if _named(lane, klass, b"builtins", 8, b"set", 3) or _named(lane, klass, b"builtins", 8, b"frozenset", 9):
         if call.size != 1 or arg.kind != K_LIST:
@@ -712,47 +679,37 @@ cdef int _write_call(Lane* lane, Out* out, Node* call, int depth) noexcept nogil
     return 1
 
 
-cdef bint _uuid_bytes(Lane* lane, Node* state, unsigned char* be) noexcept nogil:
-    """The 16 big-endian bytes of a UUID whose state is exactly {"int": value}, 0 <= value < 2**128."""
+cdef int _write_uuid(Lane* lane, Out* out, Node* obj) noexcept nogil:
+    """{"@uuid": "8-4-4-4-12 hex digits"} of a UUID whose state is exactly {"int": value}, 0 <= value <
+    2**128; 1: another state (the object's generic form)."""
+    cdef Node* state = &lane.nodes[obj.state]
     cdef Node* key
     cdef Node* value
-    cdef const unsigned char* le
-    cdef Py_ssize_t n, k
-    cdef uint64_t u
+    cdef unsigned char le[17]  # the value little-endian, as LONG1 holds it
+    cdef char text[36]
+    cdef int n = 8, k, at = 0
     if state.kind != K_DICT or state.size != 2:
-        return False
+        return 1
     key = &lane.nodes[state.start]
     value = &lane.nodes[key.next]
     if key.kind != K_TEXT or key.size != 3 or memcmp(lane.p + key.start, b"int", 3) != 0:
-        return False
-    memset(be, 0, 16)
+        return 1
+    memset(le, 0, 17)
     if value.kind == K_INT:
-        if value.integer < 0:
-            return False
-        u = <uint64_t>value.integer
         for k in range(8):
-            be[15 - k] = <unsigned char>(u >> (8 * k))
-        return True
-    if value.kind != K_BIGINT:
-        return False
-    le = lane.p + value.start
-    n = value.size
-    if le[n - 1] & 0x80 or (n == 17 and le[16] != 0):  # negative, or 2**128 and more
-        return False
-    for k in range(n if n <= 16 else 16):
-        be[15 - k] = le[k]
-    return True
-
-
-cdef int _write_uuid(Out* out, const unsigned char* be) noexcept nogil:
-    """{"@uuid": "8-4-4-4-12 hex digits"}."""
-    cdef char text[36]
-    cdef int k, at = 0
+            le[k] = <unsigned char>(<uint64_t>value.integer >> (8 * k))
+    elif value.kind == K_BIGINT:
+        n = <int>value.size
+        memcpy(le, lane.p + value.start, n)
+    else:
+        return 1
+    if le[n - 1] & 0x80 or le[16]:  # negative, or 2**128 and more
+        return 1
     for k in range(16):
         if k == 4 or k == 6 or k == 8 or k == 10:
             text[at] = 45  # -
             at += 1
-        zjc_hex_encode(be + k, 1, <unsigned char*>text + at)
+        zjc_hex_encode(le + 15 - k, 1, <unsigned char*>text + at)
         at += 2
     _emit(out, b'{"@uuid":"', 10)
     _emit(out, text, 36)
@@ -760,56 +717,35 @@ cdef int _write_uuid(Out* out, const unsigned char* be) noexcept nogil:
 
 
 cdef int _write_instance(Lane* lane, Out* out, Node* obj, int depth) noexcept nogil:
-    """NEWOBJ then BUILD: {"@cls": [module, name], "@s": state}, the state {"@args": {"@t": [...]},
-    "@state": state} when there are arguments; a UUID of the usual state as {"@uuid": ...}.  1: not built,
-    or a BTrees class (its state rules are the decoder's)."""
+    """NEWOBJ without arguments then BUILD: {"@cls": [module, name], "@s": state}; a UUID of the usual state
+    as {"@uuid": ...}.  1: not built, made with arguments (rare: the decoder writes {"@args": ...}), or a
+    BTrees class (its state rules are the decoder's)."""
     cdef Node* klass = &lane.nodes[obj.klass]
-    cdef unsigned char be[16]
-    if obj.state < 0 or _is_btree_class(lane, klass):
+    if obj.state < 0 or obj.size or _is_btree_class(lane, klass):
         return 1
-    if obj.size == 0 and _named(lane, klass, b"uuid", 4, b"UUID", 4) and \
-            _uuid_bytes(lane, &lane.nodes[obj.state], be):
-        return _write_uuid(out, be)
+    if _named(lane, klass, b"uuid", 4, b"UUID", 4) and not _write_uuid(lane, out, obj):
+        return 0
     _emit(out, b'{"@cls":["', 10)
     _emit(out, <const char*>lane.p + klass.start, klass.size)
     _emit(out, b'","', 3)
     _emit(out, <const char*>lane.p + klass.name_start, klass.name_size)
     _emit(out, b'"],"@s":', 8)
-    if obj.size:
-        _emit(out, b'{"@args":{"@t":[', 16)
-        if _write_items(lane, out, obj.start, -1, depth + 2) < -1:
-            return 1
-        _emit(out, b']},"@state":', 12)
     if _write_node(lane, out, obj.state, depth + 1):
         return 1
-    if obj.size:
-        _emit_char(out, 125)  # }
-    return _emit_char(out, 125)
+    return _emit_char(out, 125)  # }
 
 
-cdef int _write_date(Out* out, Lane* lane, Node* state) noexcept nogil:
-    cdef char text[16]
-    cdef int n
-    if state.kind != K_BYTES or state.size != 4:
-        return 1
-    n = date_state_text(text, lane.p + state.start)
-    if n < 0:
-        return 1
-    _emit(out, b'{"@date":"', 10)
-    _emit(out, text, n)
-    return _emit(out, b'"}', 2)
-
-
-cdef int _write_datetime(Lane* lane, Out* out, Node* call) noexcept nogil:
-    """{"@dt": text}: a naive datetime, or one with a fixed offset (timezone(timedelta(...)), pytz's UTC)
-    in the text; {"@dt": text, "@tz": {"pytz": [...], "name": zone}} with a pytz zone."""
+cdef int _write_datetime(Lane* lane, Out* out, Node* call, bint date) noexcept nogil:
+    """{"@date": text} of a date; {"@dt": text} of a naive datetime, or one with a fixed offset
+    (timezone(timedelta(...))) in the text; {"@dt": text, "@tz": {"pytz": [...], "name": zone}}
+    with a pytz zone."""
     cdef char text[72]
     cdef Node* state = &lane.nodes[call.start]
     cdef Node* zone = NULL
     cdef int n, m
-    if call.size > 2 or state.kind != K_BYTES or state.size != 10:
+    if call.size > 2 - date or state.kind != K_BYTES or state.size != (4 if date else 10):
         return 1
-    n = datetime_state_text(text, lane.p + state.start)
+    n = date_state_text(text, lane.p + state.start) if date else datetime_state_text(text, lane.p + state.start)
     if n < 0:
         return 1
     if call.size == 2:
@@ -822,9 +758,7 @@ cdef int _write_datetime(Lane* lane, Out* out, Node* call) noexcept nogil:
                 return 1
             n += m
             zone = NULL
-        elif not _pytz_arguments(lane, zone):
-            return 1
-    _emit(out, b'{"@dt":"', 8)
+    _emit(out, b'{"@date":"' if date else b'{"@dt":"', 10 if date else 8)
     _emit(out, text, n)
     if zone == NULL:
         return _emit(out, b'"}', 2)
@@ -832,17 +766,12 @@ cdef int _write_datetime(Lane* lane, Out* out, Node* call) noexcept nogil:
 
 
 cdef int _offset_text(Lane* lane, Node* zone, char* text) noexcept nogil:
-    """The offset of timezone(timedelta(days, seconds, microseconds)) or of pytz's UTC into text, as
-    _decode_known._tz_marker writes it; its length, or -1: another zone (the decoder's)."""
+    """The offset of timezone(timedelta(days, seconds, microseconds)) into text, as _decode_known._tz_marker
+    writes it; its length, or -1: another zone (the decoder's; pytz's UTC too, which is rare)."""
     cdef Node* delta
     cdef Node* field
     cdef int64_t parts[3]
     cdef Py_ssize_t j, child
-    if _named(lane, &lane.nodes[zone.klass], b"pytz", 4, b"_UTC", 4):
-        if zone.size:
-            return -1
-        memcpy(text, b"+00:00", 6)
-        return 6
     if zone.size != 1 or not _named(lane, &lane.nodes[zone.klass], b"datetime", 8, b"timezone", 8):
         return -1
     delta = &lane.nodes[zone.start]
@@ -864,26 +793,20 @@ cdef inline bint _ascii_text(Lane* lane, Node* node) noexcept nogil:
     return node.kind == K_TEXT and _plain_ascii(lane.p + node.start, node.size)
 
 
-cdef bint _pytz_arguments(Lane* lane, Node* zone) noexcept nogil:
-    """pytz._p(zone name, ...): a first argument of ASCII text, the rest ASCII text or 64-bit ints."""
+cdef int _write_pytz(Lane* lane, Out* out, Node* zone) noexcept nogil:
+    """The rest of a datetime's marker with a pytz zone, pytz._p(zone name, ...) of ASCII text and 64-bit
+    ints, the first a text: ',"@tz":{"pytz":[...],"name":zone}}'; 1 for other arguments (the decoder's)."""
     cdef Py_ssize_t child = zone.start
-    if zone.size == 0 or not _ascii_text(lane, &lane.nodes[child]):
-        return False
+    if zone.size == 0 or lane.nodes[child].kind != K_TEXT:
+        return 1
     while child >= 0:
         if lane.nodes[child].kind != K_INT and not _ascii_text(lane, &lane.nodes[child]):
-            return False
+            return 1
         child = lane.nodes[child].next
-    return True
-
-
-cdef int _write_pytz(Lane* lane, Out* out, Node* zone) noexcept nogil:
-    """The rest of a datetime's marker with a pytz zone: ',"@tz":{"pytz":[...],"name":zone}}'."""
     _emit(out, b'","@tz":{"pytz":[', 17)
-    if _write_items(lane, out, zone.start, -1, 2) < -1:
-        return 1
+    _write_items(lane, out, zone.start, -1, 2)  # ints and ASCII texts: never refused
     _emit(out, b'],"name":', 9)
-    if _write_node(lane, out, zone.start, 2):
-        return 1
+    _write_node(lane, out, zone.start, 2)
     return _emit(out, b"}}", 2)
 
 
@@ -898,13 +821,12 @@ cdef int _write_int64(Out* out, int64_t x) noexcept nogil:
 
 
 cdef inline uint64_t _key_hash(const unsigned char* p, Py_ssize_t n) noexcept nogil:
-    """A hash of a key's bytes for finding duplicates: its length, first and last 8 bytes."""
-    cdef uint64_t head = 0, tail = 0, h
-    cdef Py_ssize_t k = n if n < 8 else 8
-    memcpy(&head, p, k)
-    memcpy(&tail, p + n - k, k)
-    h = (head * 0x9E3779B97F4A7C15ULL) ^ (tail * 0xC2B2AE3D27D4EB4FULL) ^ <uint64_t>n
-    return h ^ (h >> 29) ^ (h >> 47)
+    """A hash of a key's bytes for finding repeats (FNV-1a)."""
+    cdef uint64_t h = 0xCBF29CE484222325ULL
+    cdef Py_ssize_t k
+    for k in range(n):
+        h = (h ^ p[k]) * 0x100000001B3ULL
+    return h ^ (h >> 29)  # the high bits into the low ones, which pick the slot
 
 
 cdef inline bint _same_key(Lane* lane, Py_ssize_t a, Py_ssize_t b) noexcept nogil:
@@ -913,55 +835,47 @@ cdef inline bint _same_key(Lane* lane, Py_ssize_t a, Py_ssize_t b) noexcept nogi
     return x.size == y.size and memcmp(lane.p + x.start, lane.p + y.start, x.size) == 0
 
 
-cdef int _has_duplicate_key(Lane* lane, Node* d) noexcept nogil:
-    """Does the dict repeat a key (its value would replace the first one's, in its place)?  1, 0, or -1 when
-    memory runs out."""
-    cdef Py_ssize_t keys[SMALL_DICT]
-    cdef Py_ssize_t count = 0, k, j, capacity = 16, mask, slot
+cdef bint _plain_keys(Lane* lane, Node* d) noexcept nogil:
+    """Are the dict's keys text the rules need not look at: none starting with "@" (a marker, an escaped
+    key), none repeated (its value would replace the first one's, in its place)?"""
+    cdef Py_ssize_t key = d.start, before
+    cdef Node* node
+    while key >= 0:
+        node = &lane.nodes[key]
+        if node.kind != K_TEXT or (node.size and lane.p[node.start] == 64):  # @
+            return False
+        before = d.start
+        while before != key and d.size <= 2 * SMALL_DICT:  # a small dict's: compared with each key before
+            if _same_key(lane, before, key):
+                return False
+            before = lane.nodes[lane.nodes[before].next].next
+        key = lane.nodes[node.next].next
+    # -1, out of memory: the decoder's (it raises MemoryError if memory stays short)
+    return d.size <= 2 * SMALL_DICT or _hashed_keys_repeat(lane, d) == 0
+
+
+cdef int _hashed_keys_repeat(Lane* lane, Node* d) noexcept nogil:
+    """Does a bigger dict repeat a key?  1, 0, or -1 when memory runs out.  An open-addressing table at least
+    twice the keys' number."""
+    cdef Py_ssize_t capacity = 16, mask, slot, key = d.start
     cdef Py_ssize_t* table
-    cdef Py_ssize_t i = d.start
-    if d.size <= 2 * SMALL_DICT:
-        while i >= 0:
-            for j in range(count):
-                if _same_key(lane, keys[j], i):
-                    return 1
-            keys[count] = i
-            count += 1
-            i = lane.nodes[lane.nodes[i].next].next
-        return 0
-    while capacity < d.size:  # at least twice the keys
+    cdef int repeated = 0
+    while capacity < d.size:
         capacity *= 2
     table = <Py_ssize_t*>malloc(capacity * sizeof(Py_ssize_t))
     if table == NULL:
         return -1
-    for j in range(capacity):
-        table[j] = -1
+    memset(table, 0xff, capacity * sizeof(Py_ssize_t))  # every slot -1: empty
     mask = capacity - 1
-    try:
-        while i >= 0:
-            slot = <Py_ssize_t>(_key_hash(lane.p + lane.nodes[i].start, lane.nodes[i].size) & <uint64_t>mask)
-            while table[slot] >= 0:
-                if _same_key(lane, table[slot], i):
-                    return 1
-                slot = (slot + 1) & mask
-            table[slot] = i
-            i = lane.nodes[lane.nodes[i].next].next
-        return 0
-    finally:
-        free(table)
-
-
-cdef bint _plain_keys(Lane* lane, Node* d) noexcept nogil:
-    """Are the dict's keys text the rules need not look at: none starting with "@" (a marker, an escaped
-    key), none repeated?"""
-    cdef Py_ssize_t i = d.start
-    cdef int duplicate
-    while i >= 0:
-        if lane.nodes[i].kind != K_TEXT or (lane.nodes[i].size and lane.p[lane.nodes[i].start] == 64):  # @
-            return False
-        i = lane.nodes[lane.nodes[i].next].next
-    duplicate = _has_duplicate_key(lane, d)
-    return duplicate == 0  # -1, out of memory: the decoder's (it raises MemoryError if memory stays short)
+    while key >= 0 and not repeated:
+        slot = <Py_ssize_t>(_key_hash(lane.p + lane.nodes[key].start, lane.nodes[key].size) & <uint64_t>mask)
+        while table[slot] >= 0 and not repeated:
+            repeated = _same_key(lane, table[slot], key)
+            slot = (slot + 1) & mask
+        table[slot] = key
+        key = lane.nodes[lane.nodes[key].next].next
+    free(table)
+    return repeated
 
 
 cdef int _write_text(Lane* lane, Out* out, Node* text, bint value) noexcept nogil:
@@ -969,22 +883,19 @@ cdef int _write_text(Lane* lane, Out* out, Node* text, bint value) noexcept nogi
     1 for the rest (a key with U+0000 becomes "@ns:...", lone surrogates @su: the decoder's)."""
     cdef const unsigned char* p = lane.p + text.start
     if _plain_ascii(p, text.size) or zjc_utf8_prefix(p, text.size, 1) == text.size:
-        return _emit_utf8(out, p, text.size)
+        out.failed |= _escape_utf8(&out.buffer, p, text.size) < 0
+        return 0
     if value and zjc_utf8_prefix(p, text.size, 0) == text.size:
         return _write_base64(out, b'{"@ns":"', p, text.size)
     return 1
 
 
 cdef int _write_pg_float(Out* out, double x) noexcept nogil:
-    """A float as JSON text, or {"@f": ...} for one PostgreSQL cannot hold as a number (docs/format.md)."""
-    if isnan(x):
-        return _emit(out, b'{"@f":"nan"}', 12)
-    if isinf(x):
-        return _emit(out, b'{"@f":"inf"}' if x > 0 else b'{"@f":"-inf"}', 12 if x > 0 else 13)
-    if x == 0.0 and signbit(x):
-        return _emit(out, b'{"@f":"-0.0"}', 13)
-    if _write_float(&out.buffer, x):  # not NaN or an infinity: out of memory
-        out.failed = True
+    """A float as JSON text; 1 for NaN, an infinity or -0.0 (rare: the decoder writes {"@f": ...}, as
+    PostgreSQL cannot hold them as numbers)."""
+    if isnan(x) or isinf(x) or (x == 0.0 and signbit(x)):
+        return 1
+    out.failed |= _write_float(&out.buffer, x) != 0  # not NaN or an infinity: out of memory
     return 0
 
 
@@ -1052,14 +963,6 @@ cdef inline Py_ssize_t _write_items(Lane* lane, Out* out, Py_ssize_t child, Py_s
     return child
 
 
-cdef int _fill_refs(Lane* lane, list refs) except -1:
-    """The oids of the references, as ZODB's referencesf reads them: signed big-endian 64-bit integers."""
-    cdef Py_ssize_t j
-    for j in range(lane.refs.count):
-        refs.append(<int64_t>_unsigned(lane.p + lane.refs.items[j], 8, True))
-    return 0
-
-
 cdef inline Py_ssize_t _only_tuple_child(Lane* lane, Py_ssize_t i) noexcept nogil:
     """The one child of a tuple node of one child, else -1."""
     if lane.nodes[i].kind == K_TUPLE and lane.nodes[i].size == 1:
@@ -1091,24 +994,21 @@ cdef int _write_flat(Lane* lane, Out* out, Py_ssize_t flat, bint is_map) noexcep
 cdef int _write_btree_state(Lane* lane, Out* out, Py_ssize_t root, int btree) noexcept nogil:
     """The state of a BTrees class, flattened as docs/format.md ("BTrees") and _decode_known.btree_state
     say; 1: a shape the lane leaves to the decoder (it writes those as plain values)."""
-    cdef Py_ssize_t first, second = -1, flat = -1, child
+    cdef Py_ssize_t first, second = -1, child
     cdef Node* state = &lane.nodes[root]
     if state.kind != K_TUPLE or state.size == 0 or state.size > 2:
         return 1 if state.kind != K_NULL else _emit(out, b"null", 4)
     first = state.start
     if state.size == 2:
         second = lane.nodes[first].next
-    if btree & BTREE_IS_TREE:
-        if second < 0:  # ((((items),),),): a tree of one bucket, kept inline
-            flat = _only_tuple_child(lane, first)
-            flat = _only_tuple_child(lane, flat) if flat >= 0 else -1
-            if flat < 0 or lane.nodes[flat].kind != K_TUPLE:
-                return 1
-            if _write_flat(lane, out, flat, btree & BTREE_IS_MAP):
-                return 1
-            return _emit_char(out, 125)  # }
-        if lane.nodes[first].kind != K_TUPLE:  # ((child, key, child, ...), first bucket)
+    if btree & BTREE_IS_TREE and second < 0:  # ((((items),),),): a tree of one bucket, kept inline
+        child = _only_tuple_child(lane, first)
+        if child < 0 or _only_tuple_child(lane, child) < 0:
             return 1
+        return _write_btree_state(lane, out, child, btree & BTREE_IS_MAP)  # as the bucket's ((items),)
+    if lane.nodes[first].kind != K_TUPLE:
+        return 1
+    if btree & BTREE_IS_TREE:  # ((child, key, child, ...), first bucket)
         child = lane.nodes[first].start
         while child >= 0 and lane.nodes[child].kind != K_REF:
             child = lane.nodes[child].next
@@ -1120,9 +1020,9 @@ cdef int _write_btree_state(Lane* lane, Out* out, Py_ssize_t root, int btree) no
         _emit(out, b'],"@first":', 11)
         if _write_node(lane, out, second, 1):
             return 1
-        return _emit_char(out, 125)
-    if lane.nodes[first].kind != K_TUPLE or _write_flat(lane, out, first, btree & BTREE_IS_MAP):
-        return 1  # ((items), next bucket) or ((items),)
+        return _emit_char(out, 125)  # }
+    if _write_flat(lane, out, first, btree & BTREE_IS_MAP):  # ((items), next bucket) or ((items),)
+        return 1
     if second >= 0:
         _emit(out, b',"@next":', 9)
         if _write_node(lane, out, second, 1):
@@ -1142,6 +1042,7 @@ cdef object lane_text(bytes data, ClassPickle* klass, int btree, list refs, Py_s
     cdef Lane lane
     cdef Out out
     cdef bint taken
+    cdef Py_ssize_t j
     lane.p = <const unsigned char*>PyBytes_AS_STRING(data)
     lane.end = PyBytes_GET_SIZE(data)
     lane.nodes = lane.inline_nodes
@@ -1165,7 +1066,8 @@ cdef object lane_text(bytes data, ClassPickle* klass, int btree, list refs, Py_s
             taken = _walk_and_write(&lane, &out, klass, btree)
         if not taken:
             return None
-        _fill_refs(&lane, refs)
+        for j in range(lane.refs.count):  # the oids, as ZODB's referencesf reads them: signed big-endian
+            refs.append(<int64_t>_unsigned(lane.p + lane.refs.items[j], 8, True))
         return _text(&out.buffer)
     finally:
         if out.buffer.data != out.buffer.inline:
