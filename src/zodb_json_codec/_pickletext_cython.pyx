@@ -188,22 +188,6 @@ cdef inline void _adopt_stack_items(Lane* lane, Py_ssize_t parent, Py_ssize_t fr
     lane.stack.count = from_slot
 
 
-cdef inline bint _plain_ascii(const unsigned char* p, Py_ssize_t n) noexcept nogil:
-    """No byte is 0 or above 127 (ASCII without U+0000)."""
-    cdef uint64_t word, ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL
-    cdef Py_ssize_t i = 0
-    while i + 8 <= n:
-        memcpy(&word, p + i, 8)
-        if (word | ((word - ones) & ~word)) & highs:
-            return False
-        i += 8
-    while i < n:
-        if p[i] == 0 or p[i] > 127:
-            return False
-        i += 1
-    return True
-
-
 cdef inline Py_ssize_t _read_span(Lane* lane, Kind kind, Py_ssize_t pos, Py_ssize_t n) noexcept nogil:
     """A node of the n bytes at pos, left in the pickle: K_TEXT (checked when written: most bail-outs come
     before), K_BYTES, or K_BIGINT (LONG1 of 9 to 17 bytes: a UUID's int is up to 128 bits)."""
@@ -788,9 +772,15 @@ cdef int _offset_text(Lane* lane, Node* zone, char* text) noexcept nogil:
     return offset_text(text, parts[0], parts[1], parts[2])
 
 
-cdef inline bint _ascii_text(Lane* lane, Node* node) noexcept nogil:
+cdef bint _ascii_text(Lane* lane, Node* node) noexcept nogil:
     """A K_TEXT node of ASCII without U+0000."""
-    return node.kind == K_TEXT and _plain_ascii(lane.p + node.start, node.size)
+    cdef Py_ssize_t k
+    if node.kind != K_TEXT:
+        return False
+    for k in range(node.start, node.start + node.size):
+        if lane.p[k] == 0 or lane.p[k] > 127:
+            return False
+    return True
 
 
 cdef int _write_pytz(Lane* lane, Out* out, Node* zone) noexcept nogil:
@@ -882,7 +872,7 @@ cdef int _write_text(Lane* lane, Out* out, Node* text, bint value) noexcept nogi
     """A JSON string of valid UTF-8 without U+0000; a value with U+0000 as {"@ns": base64 of its UTF-8};
     1 for the rest (a key with U+0000 becomes "@ns:...", lone surrogates @su: the decoder's)."""
     cdef const unsigned char* p = lane.p + text.start
-    if _plain_ascii(p, text.size) or zjc_utf8_prefix(p, text.size, 1) == text.size:
+    if zjc_utf8_prefix(p, text.size, 1) == text.size:
         out.failed |= _escape_utf8(&out.buffer, p, text.size) < 0
         return 0
     if value and zjc_utf8_prefix(p, text.size, 0) == text.size:
