@@ -20,7 +20,6 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_GetItem, PyDict_Next, PyDict_SetItem
 from cpython.list cimport PyList_Append, PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.long cimport PyLong_FromLongLong
-from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.pyport cimport PY_SSIZE_T_MAX
 from cpython.exc cimport PyErr_Clear, PyErr_ExceptionMatches
 from cpython.object cimport PyObject
@@ -41,8 +40,8 @@ from . import _decode_common
 from ._decode_common import (
     EXPANSION_FLOOR, EXPANSION_PER_BYTE, Unrepresentable, check_class_names_at_offset_0, expansion_error, finish,
     float_line, generic_call, in_state,
-    instance_content, int_line, int_value, line_utf8, long_line, memo_index, object_record_state, persid_line,
-    persistent_ref, rebuilt_target, shares_a_rebuilt, string_line, text_line, unicode_line,
+    instance_content, int_line, int_value, line_utf8, long_line, memo_index, persid_line,
+    persistent_ref, string_line, text_line, unicode_line, weight,
 )
 from ._jsontext_cython cimport pg_json_text
 from ._pickletext_cython cimport CLASS_GLOBAL, CLASS_NAMES, CLASS_NAMES_NONE, ClassForm, ClassPickle, lane_text
@@ -64,7 +63,6 @@ cdef extern from "Python.h":
     Py_UCS4 PyUnicode_READ_CHAR(object o, Py_ssize_t index)
     int PyUnicode_IS_ASCII(object o)
     object PyLong_FromVoidPtr(void* p)
-    Py_ssize_t PyUnicode_FindChar(object s, Py_UCS4 ch, Py_ssize_t start, Py_ssize_t end, int direction) except -2
     void PyObject_GC_UnTrack(void* op)
     int PyObject_IS_GC(PyObject* op)
 
@@ -102,7 +100,7 @@ cdef class _Context:
     cdef public bint compact
     cdef list memo               # memo entries by index (_MISSING where none; far ones: the Python twin)
     cdef Py_ssize_t memo_count   # distinct indices: what MEMOIZE numbers the next one
-    cdef int lazy_class          # what the memo's _LAZY_CLASS entry stands for (see _usual_class_pickle)
+    cdef int lazy_class          # what the memo's _LAZY_CLASS entry stands for (see _lazy_class_memo)
     cdef public dict objs        # id(value) -> Obj, for REDUCE/NEWOBJ results (or None)
     cdef public dict dforms      # id(dict) -> dict, dicts switched to the @d pair form (or None)
     cdef public dict shared      # id -> value for mutable values fetched from the memo / DUP (or None)
@@ -117,7 +115,6 @@ cdef class _Context:
     cdef Py_ssize_t stop         # offset after the STOP that ended the last walk
     cdef list stack              # the pickle machine's stack...
     cdef list metastack          # ...and the stacks below its MARKs (or None)
-    cdef list rebuilt            # objects BUILD gave a second state (_build; or None)
     # What a record decodes to:
     cdef str module
     cdef str name
@@ -131,8 +128,6 @@ cdef class _Context:
     cdef object ref_module
     cdef object ref_name
     cdef object ref_text
-    # (memo index, oid marker, class) of each reference read at once whose pid tuple BINPUT memoized (or None)
-    cdef list pending_pids
 
 
 cdef _Context _new_context(bint compact, Py_ssize_t size):
@@ -280,14 +275,14 @@ cdef inline int _float_flags(double x):
     return 0
 
 
-cdef inline double _be_double(const unsigned char* p):
-    cdef uint64_t bits = 0
-    cdef double x
+cdef inline uint64_t _be64(const unsigned char* p) noexcept:
+    """The 8 bytes at p as a big-endian number: a BINFLOAT's bits, or an oid (signed, as the refs list and
+    _decode_common have it)."""
+    cdef uint64_t v = 0
     cdef int i
     for i in range(8):
-        bits = (bits << 8) | p[i]
-    memcpy(&x, &bits, 8)
-    return x
+        v = (v << 8) | p[i]
+    return v
 
 
 cdef object _signed_le(const unsigned char* p, Py_ssize_t n, _Context ctx):
@@ -335,15 +330,12 @@ cdef inline PyObject* _only_value(object v, str key) noexcept:
     return x if k != NULL and _is_key(k, key) else NULL
 
 
-cdef inline bint _is_one_key(object v, str key) noexcept:
-    return _only_value(v, key) != NULL
-
-
 # Not tracked by the cycle collector: no decoded value ever refers to one.
 @cython.no_gc
 cdef class _CObj:
     """An object under construction: _decode_common.Obj with C fields (the same attribute names,
-    so the shared _known functions read it alike)."""
+    so the shared _known functions read it alike).  items and appends stay None: SETITEMS and APPENDS
+    on an object go to the Python twin."""
 
     cdef public dict value
     cdef public int kind
@@ -407,7 +399,7 @@ cdef dict _content(_CObj obj, _Context ctx):
     cdef dict content
     callable_, args = obj.callable, obj.args
     if obj.kind == K_REDUCE:
-        if not obj.built and obj.items is None and obj.appends is None:
+        if not obj.built:
             known = _recognize(callable_, args, ctx)
             if known is not None:
                 return known
@@ -418,7 +410,7 @@ cdef dict _content(_CObj obj, _Context ctx):
         state = obj.state
         if args.get("@t") == [] and module == "uuid" and name == "UUID":
             uuid_text = _decode_known.uuid_from_state(state)
-            if uuid_text is not None and obj.items is None and obj.appends is None:
+            if uuid_text is not None:
                 return {"@uuid": uuid_text}
         kind = btree_bits(module, name)
         if kind:
@@ -459,7 +451,7 @@ cdef object _btree_state(object state, bint is_tree, bint is_map):
             found = _tuple_items(items[0])
             if found is not None:
                 for c in <list>found:
-                    if _is_one_key(c, "@ref"):
+                    if _only_value(c, "@ref") != NULL:
                         return {"@children": found, "@first": items[1]}
         return state
     if len(items) == 1 or len(items) == 2:
@@ -542,7 +534,7 @@ cdef object _pending_items(object v, _Context ctx, str module, str name):
     if found == NULL:
         return None
     cdef _CObj obj = <_CObj>found
-    if obj.value is not v or obj.kind != K_REDUCE or obj.built or obj.items or obj.appends:
+    if obj.value is not v or obj.kind != K_REDUCE or obj.built:
         return None
     names = _global_names(obj.callable)
     if names is None or names[0] != module or names[1] != name:
@@ -709,15 +701,8 @@ cdef int _set_items(_Context ctx, object target, list items, Py_ssize_t pos, str
     d = <dict>target
     if ctx.shared:
         _note_mutation(ctx, target)
-    obj = _obj_of(ctx, target)
-    if obj is not None:
-        pairs = obj.items
-        if pairs is None:
-            pairs = obj.items = []
-        for i in range(0, n, 2):
-            pairs.append([items[i], items[i + 1]])
-        _render(<_CObj>obj, ctx)
-        return 0
+    if _obj_of(ctx, target) is not None:  # the items of a dict subclass (OrderedDict...): rare
+        raise _PythonTwin()
     if ctx.dforms:
         dform = ctx.dforms.get(_id(target))
         if dform is not None and dform is target:
@@ -757,16 +742,9 @@ cdef int _append(_Context ctx, object target, list items, Py_ssize_t pos, str op
             _note_mutation(ctx, target)
         (<list>target).extend(items)
         return 0
-    obj = _obj_of(ctx, target)
-    if obj is None:
+    if _obj_of(ctx, target) is None:
         raise _err(f"invalid pickle data: {opname} on non-list/non-object", pos)
-    if ctx.shared:
-        _note_mutation(ctx, target)
-    if obj.appends is None:
-        obj.appends = []
-    obj.appends.extend(items)
-    _render(<_CObj>obj, ctx)
-    return 0
+    raise _PythonTwin()  # the items of a list subclass: rare
 
 
 # ---------------------------------------------------------------------------
@@ -841,7 +819,7 @@ cdef dict _persistent_ref(_Context ctx, object pid, Py_ssize_t pos):
         items = <object>found
         if type(items) is list and len(<list>items) == 2:
             if _oid_bytes(ctx, (<list>items)[0], raw):  # ZODB's (oid, class) reference
-                ctx.refs.append(_oid_int(raw))
+                ctx.refs.append(<int64_t>_be64(raw))
                 if not ctx.compact:
                     return {"@ref": pid}
                 ref = _compact_ref(ctx, raw, (<list>items)[1])
@@ -856,13 +834,6 @@ cdef inline bint _oid_bytes(_Context ctx, object first, unsigned char* raw) noex
         memcpy(raw, ctx.oid_raw, 8)
         return True
     return _b64_small(first, raw, 8) == 8
-
-
-cdef inline int64_t _oid_int(const unsigned char* raw) noexcept:
-    """The 8 bytes of an oid as the refs list holds it: a signed big-endian int, as _decode_common has it."""
-    return <int64_t>((<uint64_t>raw[0] << 56) | (<uint64_t>raw[1] << 48) | (<uint64_t>raw[2] << 40)
-                     | (<uint64_t>raw[3] << 32) | (<uint64_t>raw[4] << 24) | (<uint64_t>raw[5] << 16)
-                     | (<uint64_t>raw[6] << 8) | raw[7])
 
 
 cdef dict _compact_ref(_Context ctx, const unsigned char* raw, object klass):
@@ -900,12 +871,11 @@ cdef inline Py_ssize_t _op_tuple2(_Context ctx, const unsigned char* p, Py_ssize
 cdef bint _fused_ref(_Context ctx, const unsigned char* p, Py_ssize_t pos) except -1:
     """TUPLE2, [LONG_]BINPUT, BINPERSID at once, when the tuple is 8 bytes (an oid) and a class marker (or
     None) and the reference has its compact form: what TUPLE2 and BINPERSID give, without the pid tuple's
-    {"@t": [...]}.  Its memo entry is _LAZY_PID, made into that marker if a GET ever asks (ZODB's pickles
-    never do): two containers fewer per reference, which the memo held until the end, and which the
+    {"@t": [...]}.  Its memo entry is _LAZY_PID, which a GET hands to the Python twin (ZODB's pickles never
+    GET it): two containers fewer per reference, which the memo held until the end, and which the
     collector's young-generation trigger counted (docs/design.md, "Containers the collector skips")."""
     cdef list stack = ctx.stack
     cdef Py_ssize_t size = PyList_GET_SIZE(stack)
-    cdef uint64_t idx
     cdef unsigned char raw[8]
     if size < 2:
         return False
@@ -917,31 +887,12 @@ cdef bint _fused_ref(_Context ctx, const unsigned char* p, Py_ssize_t pos) excep
     if ref is None:
         return False
     # Not counted in ctx.containers: C_DEEP_CONTAINERS allows for it.
-    ctx.refs.append(_oid_int(raw))
+    ctx.refs.append(<int64_t>_be64(raw))
     if p[pos] != BINPERSID:
-        idx = p[pos + 1] if p[pos] == BINPUT else _le(p + pos + 1, 4)
-        if ctx.pending_pids is None:
-            ctx.pending_pids = []
-        PyList_Append(ctx.pending_pids, idx)
-        PyList_Append(ctx.pending_pids, first)
-        PyList_Append(ctx.pending_pids, klass)
-        _memo_put(ctx, idx, _LAZY_PID)
+        _memo_put(ctx, p[pos + 1] if p[pos] == BINPUT else _le(p + pos + 1, 4), _LAZY_PID)
     stack.pop()  # Cython's pop is a size change; del would go through list slicing
     _set_top(stack, ref)
     return True
-
-
-cdef object _lazy_pid_entry(_Context ctx, uint64_t idx):
-    """The {"@t": [oid, class]} a fused reference's BINPUT put at idx, made now: the last one put there."""
-    cdef list pending = ctx.pending_pids
-    cdef Py_ssize_t i = PyList_GET_SIZE(pending) - 3
-    while i >= 0 and pending[i] != idx:  # a _LAZY_PID entry is only ever put with its pending triple
-        i -= 3
-    if i < 0:
-        raise CodecError("pickle memo changed under the decoder")
-    value = {"@t": [pending[i + 1], pending[i + 2]]}
-    ctx.memo[<Py_ssize_t>idx] = value
-    return value
 
 
 # ---------------------------------------------------------------------------
@@ -959,8 +910,8 @@ cdef Py_ssize_t _line_end(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end
 
 
 cdef object _MISSING = object()  # immutable sentinel: no memo entry at this index
-cdef object _LAZY_CLASS = object()  # the class pickle's class marker, made on first GET (_usual_class_pickle)
-cdef object _LAZY_PID = object()  # a fused reference's pid tuple, made on first GET (_fused_ref)
+cdef object _LAZY_CLASS = object()  # the class pickle's class marker, made on first GET (_lazy_class_memo)
+cdef object _LAZY_PID = object()  # a fused reference's pid tuple, which only the Python twin GETs (_fused_ref)
 
 
 cdef int _memo_put(_Context ctx, uint64_t idx, object value) except -1:
@@ -1004,7 +955,7 @@ cdef object _memo_get(_Context ctx, uint64_t idx, Py_ssize_t start):
     if <object>found is _LAZY_CLASS:
         return _fetched(ctx, _lazy_class_entry(ctx, idx), start)
     if <object>found is _LAZY_PID:
-        return _fetched(ctx, _lazy_pid_entry(ctx, idx), start)
+        raise _PythonTwin()
     value = <object>found  # held: _fetched may allocate (see _top)
     return _fetched(ctx, value, start)
 
@@ -1045,7 +996,7 @@ cdef object _fetched_any(_Context ctx, object v, Py_ssize_t start):
             # on it is an error and BUILD wraps it in a new @inst.  Its weight, as _weight counts it.
             ctx.fetched += _class_marker_weight(v, names, ctx.budget - ctx.fetched)
     else:
-        ctx.fetched += _weight(v, 0)
+        ctx.fetched += 1
     if ctx.fetched > ctx.budget:
         raise expansion_error(ctx.budget, start)
     return v
@@ -1066,60 +1017,46 @@ cdef struct _Part:      # a container being weighed, and where in it the walk is
     Py_ssize_t pos
 
 cdef enum:
-    _INLINE_PARTS = 64
+    _WEIGHED_DEPTH = 64
 
 
 cdef Py_ssize_t _weight(object value, Py_ssize_t limit) except -1:
-    """_decode_common.weight in C: value's weight as a tree, any number above limit once past it.  The
-    decoder's own lists and dicts, read in place by index and PyDict_Next: nothing that runs code, no
-    Python object made.  An explicit stack: any depth."""
-    cdef _Part inline_parts[_INLINE_PARTS]
-    cdef _Part* parts = inline_parts
-    cdef _Part* grown
-    cdef Py_ssize_t top = 0, capacity = _INLINE_PARTS, total = 1
+    """_decode_common.weight of a list or dict in C: value's weight as a tree, any number above limit once
+    past it.  The decoder's own lists and dicts, read in place by index and PyDict_Next: nothing that runs
+    code, no Python object made.  An explicit stack of _WEIGHED_DEPTH parts: a deeper value (no record of
+    the benchmarks fetches one) is weighed again by _decode_common.weight."""
+    cdef _Part parts[_WEIGHED_DEPTH]
+    cdef Py_ssize_t top = 0, total = 1
     cdef PyObject* node
     cdef PyObject* key
     cdef PyObject* x
-    if type(value) is not list and type(value) is not dict:
-        return _leaf_weight(<PyObject*>value)
     parts[0].container = <PyObject*>value
     parts[0].pos = 0
-    try:
-        while top >= 0:
-            node = parts[top].container
-            if type(<object>node) is list:
-                if parts[top].pos == PyList_GET_SIZE(<object>node):
-                    top -= 1
-                    continue
-                x = PyList_GET_ITEM(<object>node, parts[top].pos)
-                parts[top].pos += 1
-            elif PyDict_Next(<object>node, &parts[top].pos, &key, &x):
-                total += _leaf_weight(key)  # a dict's keys are strs or other atoms
-            else:
+    while top >= 0:
+        node = parts[top].container
+        if type(<object>node) is list:
+            if parts[top].pos == PyList_GET_SIZE(<object>node):
                 top -= 1
                 continue
-            if type(<object>x) is list or type(<object>x) is dict:
-                total += 1
-                top += 1
-                if top == capacity:
-                    capacity *= 2
-                    grown = <_Part*>PyMem_Malloc(capacity * sizeof(_Part))
-                    if grown == NULL:
-                        raise MemoryError()
-                    memcpy(grown, parts, top * sizeof(_Part))
-                    if parts != inline_parts:
-                        PyMem_Free(parts)
-                    parts = grown
-                parts[top].container = x
-                parts[top].pos = 0
-            else:
-                total += _leaf_weight(x)
-            if total > limit:
-                return total
-        return total
-    finally:
-        if parts != inline_parts:
-            PyMem_Free(parts)
+            x = PyList_GET_ITEM(<object>node, parts[top].pos)
+            parts[top].pos += 1
+        elif PyDict_Next(<object>node, &parts[top].pos, &key, &x):
+            total += _leaf_weight(key)  # a dict's keys are strs or other atoms
+        else:
+            top -= 1
+            continue
+        if type(<object>x) is list or type(<object>x) is dict:
+            total += 1
+            top += 1
+            if top == _WEIGHED_DEPTH:
+                return weight(value, limit)
+            parts[top].container = x
+            parts[top].pos = 0
+        else:
+            total += _leaf_weight(x)
+        if total > limit:
+            return total
+    return total
 
 
 cdef inline Py_ssize_t _leaf_weight(PyObject* x) noexcept:
@@ -1131,19 +1068,14 @@ cdef inline Py_ssize_t _leaf_weight(PyObject* x) noexcept:
 
 cdef object _build(_Context ctx, object target, object state):
     obj = _obj_of(ctx, target)
+    if obj is None or obj.built:  # BUILD on a class, a built object or a plain value: hand-made pickles
+        raise _PythonTwin()
     if ctx.shared:
         _note_mutation(ctx, target)
-    if obj is not None and not obj.built:
-        obj.built = True
-        obj.state = state
-        _render(<_CObj>obj, ctx)
-        return target
-    # BUILD on anything else (a class, a built object, a plain value).
-    if rebuilt_target(target, obj):
-        if ctx.rebuilt is None:
-            ctx.rebuilt = []
-        ctx.rebuilt.append(target)
-    return {"@inst": {"@obj": target, "@state": state}}
+    obj.built = True
+    obj.state = state
+    _render(<_CObj>obj, ctx)
+    return target
 
 
 # ---------------------------------------------------------------------------
@@ -1195,34 +1127,18 @@ cdef str _line_text(bytes data, const unsigned char* p, Py_ssize_t a, Py_ssize_t
     return line_utf8(data[a:b], start, ctx)
 
 
-cdef inline uint64_t _le_at(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end, int width) except? 0:
-    """The unsigned little-endian number of width bytes at pos, which must all be there."""
+cdef inline int64_t _le_at(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end, int width) except -1:
+    """The unsigned little-endian number of width (1 to 4) bytes at pos, which must all be there."""
     if pos + width > end:
         raise _eof(pos)
-    return _le(p + pos, width)
-
-
-cdef inline Py_ssize_t _byte_at(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end) except -1:
-    """The byte at pos, which must be there."""
-    if pos >= end:
-        raise _eof(pos)
-    return p[pos]
-
-
-cdef inline Py_ssize_t _length1(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end) except -1:
-    """The 1-byte length at pos (LONG1, SHORT_BINSTRING), whose bytes must all follow."""
-    if pos >= end:
-        raise _eof(pos)
-    if p[pos] > end - pos - 1:
-        raise _eof(pos + 1)
-    return p[pos]
+    return <int64_t>_le(p + pos, width)
 
 
 cdef inline Py_ssize_t _sized(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end, int width,
                               Py_ssize_t* n) except -1:
-    """The unsigned width-byte length at pos (BINUNICODE, BINBYTES and their short forms), whose bytes must
-    all follow, into *n; the offset after the length.  Compared unsigned with what is left before the cast:
-    a 32-bit Py_ssize_t would take 2**31 and more as negative."""
+    """The unsigned width-byte length at pos (BINUNICODE, BINBYTES, their short and 8-byte forms...),
+    whose bytes must all follow, into *n; the offset after the length.  Compared unsigned with what is
+    left before the cast: a 32-bit Py_ssize_t would take 2**31 and more as negative."""
     cdef uint64_t size
     if pos + width > end:
         raise _eof(pos)
@@ -1234,40 +1150,40 @@ cdef inline Py_ssize_t _sized(const unsigned char* p, Py_ssize_t pos, Py_ssize_t
     return pos
 
 
-cdef inline Py_ssize_t _length4(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end, str opname) except -1:
-    """The signed 4-byte length at pos (LONG4, BINSTRING), whose bytes must all follow."""
-    if pos + 4 > end:
-        raise _eof(pos)
-    cdef Py_ssize_t n = <int32_t>_le(p + pos, 4)
-    if n < 0:
+cdef inline Py_ssize_t _signed_sized(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end, int width,
+                                     Py_ssize_t* n, str opname) except -1:
+    """_sized for the length of LONG1 and SHORT_BINSTRING (width 1), or the signed one of LONG4 and BINSTRING
+    (width 4), for which a negative length is an error of its own."""
+    if width == 4 and pos + 4 <= end and p[pos + 3] & 0x80:
         raise _err(f"invalid pickle data: negative length in {opname}", pos - 1)
-    if n > end - pos - 4:
-        raise _eof(pos + 4)
-    return n
+    return _sized(p, pos, end, width, n)
 
 
 cdef inline Py_ssize_t _op_binput(_Context ctx, const unsigned char* p,
-        Py_ssize_t pos, Py_ssize_t end) except -1:
-    cdef Py_ssize_t idx = _byte_at(p, pos, end)
+        Py_ssize_t pos, Py_ssize_t end, int width) except -1:
+    """BINPUT (width 1) or LONG_BINPUT (width 4): the top of the stack into the memo."""
+    cdef int64_t idx = _le_at(p, pos, end, width)
     if not ctx.stack:
         raise _err("pickle stack underflow", pos - 1)
     _memo_put(ctx, idx, _top(ctx.stack))
-    return pos + 1
+    return pos + width
 
 
 cdef inline Py_ssize_t _op_binunicode(_Context ctx, const unsigned char* p,
-        Py_ssize_t pos, Py_ssize_t end, unsigned char op) except -1:
+        Py_ssize_t pos, Py_ssize_t end, int width) except -1:
+    """BINUNICODE (width 4), SHORT_BINUNICODE (1) or BINUNICODE8 (8): a str of that many UTF-8 bytes."""
     cdef Py_ssize_t start = pos - 1
     cdef Py_ssize_t n
-    pos = _sized(p, pos, end, 4 if op == BINUNICODE else 1, &n)
+    pos = _sized(p, pos, end, width, &n)
     PyList_Append(ctx.stack, _utf8(p + pos, n, start, ctx))
     return pos + n
 
 
 cdef inline Py_ssize_t _op_binget(_Context ctx, const unsigned char* p,
-        Py_ssize_t pos, Py_ssize_t end) except -1:
-    PyList_Append(ctx.stack, _memo_get(ctx, _byte_at(p, pos, end), pos - 1))
-    return pos + 1
+        Py_ssize_t pos, Py_ssize_t end, int width) except -1:
+    """BINGET (width 1) or LONG_BINGET (width 4)."""
+    PyList_Append(ctx.stack, _memo_get(ctx, _le_at(p, pos, end, width), pos - 1))
+    return pos + width
 
 
 cdef inline int _op_memoize(_Context ctx, Py_ssize_t start) except -1:
@@ -1275,12 +1191,6 @@ cdef inline int _op_memoize(_Context ctx, Py_ssize_t start) except -1:
         raise _err("pickle stack underflow", start)
     _memo_put(ctx, ctx.memo_count, _top(ctx.stack))
     return 0
-
-
-cdef inline Py_ssize_t _op_binint1(_Context ctx, const unsigned char* p,
-        Py_ssize_t pos, Py_ssize_t end) except -1:
-    PyList_Append(ctx.stack, _byte_at(p, pos, end))
-    return pos + 1
 
 
 cdef inline int _op_setitems_or_appends(_Context ctx, Py_ssize_t start, unsigned char op) except -1:
@@ -1322,7 +1232,8 @@ cdef inline Py_ssize_t _op_binfloat(_Context ctx, const unsigned char* p,
     cdef double x
     if pos + 8 > end:
         raise _eof(pos)
-    x = _be_double(p + pos)
+    cdef uint64_t bits = _be64(p + pos)
+    memcpy(&x, &bits, 8)
     pos += 8
     ctx.flags |= _float_flags(x)
     PyList_Append(ctx.stack, x)
@@ -1330,27 +1241,18 @@ cdef inline Py_ssize_t _op_binfloat(_Context ctx, const unsigned char* p,
 
 
 cdef inline Py_ssize_t _op_binint(_Context ctx, const unsigned char* p,
-        Py_ssize_t pos, Py_ssize_t end) except -1:
-    if pos + 4 > end:
-        raise _eof(pos)
-    PyList_Append(ctx.stack, <int32_t>_le(p + pos, 4))
-    pos += 4
-    return pos
+        Py_ssize_t pos, Py_ssize_t end, int width) except -1:
+    """BININT1 and BININT2 (widths 1 and 2, unsigned) or BININT (width 4, signed)."""
+    cdef int64_t v = _le_at(p, pos, end, width)
+    PyList_Append(ctx.stack, <int32_t>v if width == 4 else v)
+    return pos + width
 
 
-cdef inline Py_ssize_t _op_binint2(_Context ctx, const unsigned char* p,
-        Py_ssize_t pos, Py_ssize_t end) except -1:
-    if pos + 2 > end:
-        raise _eof(pos)
-    PyList_Append(ctx.stack, <long>(p[pos] | (p[pos + 1] << 8)))
-    pos += 2
-    return pos
-
-
-cdef inline Py_ssize_t _op_short_binbytes(_Context ctx, const unsigned char* p,
-        Py_ssize_t pos, Py_ssize_t end, unsigned char op) except -1:
+cdef inline Py_ssize_t _op_binbytes(_Context ctx, const unsigned char* p,
+        Py_ssize_t pos, Py_ssize_t end, int width) except -1:
+    """SHORT_BINBYTES (width 1), BINBYTES (4) or BINBYTES8 (8): bytes of that many bytes."""
     cdef Py_ssize_t n
-    pos = _sized(p, pos, end, 1 if op == SHORT_BINBYTES else 4, &n)
+    pos = _sized(p, pos, end, width, &n)
     marker = _bytes_marker(p + pos, n)
     if n == 8:  # an oid, mostly: _persistent_ref takes its bytes from here rather than from the base64
         memcpy(ctx.oid_raw, p + pos, 8)
@@ -1403,7 +1305,7 @@ cdef inline int _op_binpersid(_Context ctx, Py_ssize_t start) except -1:
 
 cdef inline Py_ssize_t _op_proto(_Context ctx, const unsigned char* p,
         Py_ssize_t pos, Py_ssize_t end) except -1:
-    if _byte_at(p, pos, end) > 5:
+    if _le_at(p, pos, end, 1) > 5:
         raise _err(f"unsupported pickle protocol: {p[pos]}", pos - 1)
     return pos + 1
 
@@ -1415,40 +1317,11 @@ cdef inline Py_ssize_t _op_frame(_Context ctx, Py_ssize_t pos, Py_ssize_t end) e
     return pos
 
 
-cdef inline Py_ssize_t _op_long_binput(_Context ctx, const unsigned char* p,
-        Py_ssize_t pos, Py_ssize_t end) except -1:
-    cdef Py_ssize_t start = pos - 1
-    if pos + 4 > end:
-        raise _eof(pos)
-    if not ctx.stack:
-        raise _err("pickle stack underflow", start)
-    _memo_put(ctx, _le(p + pos, 4), _top(ctx.stack))
-    pos += 4
-    return pos
-
-
-cdef inline Py_ssize_t _op_long_binget(_Context ctx, const unsigned char* p,
-        Py_ssize_t pos, Py_ssize_t end) except -1:
-    cdef Py_ssize_t start = pos - 1
-    if pos + 4 > end:
-        raise _eof(pos)
-    PyList_Append(ctx.stack, _memo_get(ctx, _le(p + pos, 4), start))
-    pos += 4
-    return pos
-
-
-cdef inline Py_ssize_t _op_long1(_Context ctx, const unsigned char* p, Py_ssize_t pos,
-        Py_ssize_t end) except -1:
-    cdef Py_ssize_t n = _length1(p, pos, end)
-    pos += 1
-    PyList_Append(ctx.stack, _signed_le(p + pos, n, ctx))
-    return pos + n
-
-
-cdef inline Py_ssize_t _op_long4(_Context ctx, const unsigned char* p, Py_ssize_t pos,
-        Py_ssize_t end) except -1:
-    cdef Py_ssize_t n = _length4(p, pos, end, "LONG4")
-    pos += 4
+cdef inline Py_ssize_t _op_long(_Context ctx, const unsigned char* p, Py_ssize_t pos,
+        Py_ssize_t end, int width) except -1:
+    """LONG1 (width 1) or LONG4 (width 4): an int of that many two's complement bytes."""
+    cdef Py_ssize_t n
+    pos = _signed_sized(p, pos, end, width, &n, "LONG4")
     PyList_Append(ctx.stack, _signed_le(p + pos, n, ctx))
     return pos + n
 
@@ -1487,38 +1360,22 @@ cdef inline int _op_dict(_Context ctx, Py_ssize_t start) except -1:
     return 0
 
 
-cdef inline Py_ssize_t _op_binunicode8(_Context ctx, const unsigned char* p,
-        Py_ssize_t pos, Py_ssize_t end, unsigned char op) except -1:
-    cdef Py_ssize_t start = pos - 1
-    cdef uint64_t length = _le_at(p, pos, end, 8)
-    pos += 8
-    if length > <uint64_t>(end - pos):
-        raise _eof(pos)
-    cdef Py_ssize_t n = <Py_ssize_t>length
-    if op == BINUNICODE8:
-        PyList_Append(ctx.stack, _utf8(p + pos, n, start, ctx))
-    elif op == BINBYTES8:
-        PyList_Append(ctx.stack, _bytes_marker(p + pos, n))
-    else:  # what protocol 4 writes for a bytearray
-        ctx.containers += 1
-        PyList_Append(ctx.stack, _new_obj(ctx, K_REDUCE, {"@cls": ["builtins", "bytearray"]},
+cdef inline Py_ssize_t _op_bytearray8(_Context ctx, const unsigned char* p,
+        Py_ssize_t pos, Py_ssize_t end) except -1:
+    """What protocol 5 writes for a bytearray: the call a protocol 2 pickle makes of it."""
+    cdef Py_ssize_t n
+    pos = _sized(p, pos, end, 8, &n)
+    ctx.containers += 1
+    PyList_Append(ctx.stack, _new_obj(ctx, K_REDUCE, {"@cls": ["builtins", "bytearray"]},
                                       {"@t": [_bytes_marker(p + pos, n)]}))
-    pos += n
-    return pos
-
-
-cdef inline Py_ssize_t _op_binstring(_Context ctx, const unsigned char* p, Py_ssize_t pos,
-        Py_ssize_t end) except -1:
-    cdef Py_ssize_t n = _length4(p, pos, end, "BINSTRING")
-    pos += 4
-    PyList_Append(ctx.stack, _bytes_marker(p + pos, n))
     return pos + n
 
 
-cdef inline Py_ssize_t _op_short_binstring(_Context ctx, const unsigned char* p, Py_ssize_t pos,
-        Py_ssize_t end) except -1:
-    cdef Py_ssize_t n = _length1(p, pos, end)
-    pos += 1
+cdef inline Py_ssize_t _op_binstring(_Context ctx, const unsigned char* p, Py_ssize_t pos,
+        Py_ssize_t end, int width) except -1:
+    """SHORT_BINSTRING (width 1) or BINSTRING (width 4): a Python 2 str, kept as bytes."""
+    cdef Py_ssize_t n
+    pos = _signed_sized(p, pos, end, width, &n, "BINSTRING")
     PyList_Append(ctx.stack, _bytes_marker(p + pos, n))
     return pos + n
 
@@ -1591,11 +1448,12 @@ cdef object _load(bytes data, Py_ssize_t pos, _Context ctx):
             op = p[pos]
             pos += 1
             # A C switch over the opcode; each handler returns the offset after its argument.
-            if op == BINPUT: pos = _op_binput(ctx, p, pos, end)
-            elif op == BINUNICODE or op == SHORT_BINUNICODE: pos = _op_binunicode(ctx, p, pos, end, op)
-            elif op == BINGET: pos = _op_binget(ctx, p, pos, end)
+            if op == BINPUT: pos = _op_binput(ctx, p, pos, end, 1)
+            elif op == BINUNICODE or op == SHORT_BINUNICODE:
+                pos = _op_binunicode(ctx, p, pos, end, 4 if op == BINUNICODE else 1)
+            elif op == BINGET: pos = _op_binget(ctx, p, pos, end, 1)
             elif op == MEMOIZE: _op_memoize(ctx, start)
-            elif op == BININT1: pos = _op_binint1(ctx, p, pos, end)
+            elif op == BININT1: pos = _op_binint(ctx, p, pos, end, 1)
             elif op == SETITEMS: _op_setitems_or_appends(ctx, start, SETITEMS)
             elif op == MARK: _op_mark(ctx, start)
             elif op == EMPTY_DICT: _push_container(ctx, {})
@@ -1605,9 +1463,10 @@ cdef object _load(bytes data, Py_ssize_t pos, _Context ctx):
             elif op == APPENDS: _op_setitems_or_appends(ctx, start, APPENDS)
             elif op == EMPTY_LIST: _push_container(ctx, [])
             elif op == BINFLOAT: pos = _op_binfloat(ctx, p, pos, end)
-            elif op == BININT: pos = _op_binint(ctx, p, pos, end)
-            elif op == BININT2: pos = _op_binint2(ctx, p, pos, end)
-            elif op == SHORT_BINBYTES or op == BINBYTES: pos = _op_short_binbytes(ctx, p, pos, end, op)
+            elif op == BININT: pos = _op_binint(ctx, p, pos, end, 4)
+            elif op == BININT2: pos = _op_binint(ctx, p, pos, end, 2)
+            elif op == SHORT_BINBYTES or op == BINBYTES:
+                pos = _op_binbytes(ctx, p, pos, end, 1 if op == SHORT_BINBYTES else 4)
             elif op == GLOBAL: pos = _op_global(ctx, data, p, pos, end)
             elif op == REDUCE or op == NEWOBJ: _op_reduce(ctx, start, op)
             elif op == BUILD: _op_build(ctx, start)
@@ -1625,18 +1484,18 @@ cdef object _load(bytes data, Py_ssize_t pos, _Context ctx):
                     raise _err("pickle stack underflow", start)
                 ctx.stop = pos
                 return _top(ctx.stack)
-            elif op == LONG_BINPUT: pos = _op_long_binput(ctx, p, pos, end)
-            elif op == LONG_BINGET: pos = _op_long_binget(ctx, p, pos, end)
-            elif op == LONG1: pos = _op_long1(ctx, p, pos, end)
-            elif op == LONG4: pos = _op_long4(ctx, p, pos, end)
+            elif op == LONG_BINPUT: pos = _op_binput(ctx, p, pos, end, 4)
+            elif op == LONG_BINGET: pos = _op_binget(ctx, p, pos, end, 4)
+            elif op == LONG1 or op == LONG4: pos = _op_long(ctx, p, pos, end, 1 if op == LONG1 else 4)
             elif op == STACK_GLOBAL: pos = _op_stack_global(ctx, pos)
             elif op == APPEND: _op_append(ctx, start)
             elif op == DICT: _op_dict(ctx, start)
             elif op == EMPTY_SET: _push_container(ctx, {"@set": []})
-            elif op == BINUNICODE8 or op == BINBYTES8 or op == BYTEARRAY8:
-                pos = _op_binunicode8(ctx, p, pos, end, op)
-            elif op == BINSTRING: pos = _op_binstring(ctx, p, pos, end)
-            elif op == SHORT_BINSTRING: pos = _op_short_binstring(ctx, p, pos, end)
+            elif op == BINUNICODE8: pos = _op_binunicode(ctx, p, pos, end, 8)
+            elif op == BINBYTES8: pos = _op_binbytes(ctx, p, pos, end, 8)
+            elif op == BYTEARRAY8: pos = _op_bytearray8(ctx, p, pos, end)
+            elif op == SHORT_BINSTRING or op == BINSTRING:
+                pos = _op_binstring(ctx, p, pos, end, 1 if op == SHORT_BINSTRING else 4)
             elif (op == PUT or op == GET or op == INT or op == LONG or op == FLOAT or op == STRING
                   or op == UNICODE or op == PERSID):
                 pos = _op_text(ctx, data, pos, op)
@@ -1658,8 +1517,6 @@ cdef object _finish(object value, _Context ctx, Py_ssize_t start):
     # Every nesting level comes from a container opcode, at most three per
     # opcode (see _decode_common.DEEP_CONTAINERS).
     cdef bint maybe_deep = ctx.containers > C_DEEP_CONTAINERS
-    if ctx.rebuilt is not None and shares_a_rebuilt(ctx.rebuilt, ctx.shared):
-        ctx.unrepresentable = True
     if (ctx.unrepresentable or ctx.cyclic or ctx.flags & F_ESCAPED_KEY
             or (maybe_deep and _deeper_than_c_walk(value, 0))):
         return finish(value, ctx.unrepresentable, ctx.cyclic, maybe_deep, ctx.flags, start,
@@ -1722,8 +1579,9 @@ cdef bint _deeper_than_c_walk(object v, Py_ssize_t depth) except -1:
     parts are read in place, without a reference or a list of them.
     """
     cdef PyObject* inner
-    cdef PyObject* pair
-    cdef Py_ssize_t i
+    cdef PyObject* key
+    cdef PyObject* c
+    cdef Py_ssize_t i = 0
     cdef int below
     if type(v) is list:
         below = BELOW_ITEMS
@@ -1737,34 +1595,23 @@ cdef bint _deeper_than_c_walk(object v, Py_ssize_t depth) except -1:
     if depth > C_WALK:
         return True
     if below == BELOW_VALUES:
-        return _values_deeper(<dict>inner, depth + 1)
-    if below == BELOW_ITEMS:
-        return _items_deeper(<list>inner, depth + 1)
-    for i in range(PyList_GET_SIZE(<list>inner)):  # BELOW_PAIR_ITEMS
-        pair = PyList_GET_ITEM(<list>inner, i)
-        if type(<object>pair) is list and _items_deeper(<list>pair, depth + 1):
+        while PyDict_Next(<dict>inner, &i, &key, &c):
+            if _part_deeper(c, depth + 1):
+                return True
+        return False
+    for i in range(PyList_GET_SIZE(<list>inner)):
+        c = PyList_GET_ITEM(<list>inner, i)
+        if below == BELOW_ITEMS:
+            if _part_deeper(c, depth + 1):
+                return True
+        elif type(<object>c) is list and _deeper_than_c_walk(<object>c, depth):  # a @d pair: its items one down
             return True
     return False
 
 
-cdef bint _items_deeper(list items, Py_ssize_t depth) except -1:
-    cdef Py_ssize_t i
-    cdef PyObject* c
-    for i in range(PyList_GET_SIZE(items)):
-        c = PyList_GET_ITEM(items, i)
-        if (type(<object>c) is dict or type(<object>c) is list) and _deeper_than_c_walk(<object>c, depth):
-            return True
-    return False
-
-
-cdef bint _values_deeper(dict d, Py_ssize_t depth) except -1:
-    cdef Py_ssize_t i = 0
-    cdef PyObject* key
-    cdef PyObject* c
-    while PyDict_Next(d, &i, &key, &c):
-        if (type(<object>c) is dict or type(<object>c) is list) and _deeper_than_c_walk(<object>c, depth):
-            return True
-    return False
+cdef inline bint _part_deeper(PyObject* c, Py_ssize_t depth) except -1:
+    """_deeper_than_c_walk of a part at depth; an atom is no deeper."""
+    return (type(<object>c) is dict or type(<object>c) is list) and _deeper_than_c_walk(<object>c, depth)
 
 
 cdef bint _has_escape_prefix(bytes data):
@@ -1783,37 +1630,12 @@ cdef bint _has_escape_prefix(bytes data):
 
 
 # ---------------------------------------------------------------------------
-# Records and single pickles
-# ---------------------------------------------------------------------------
-
-# The class arguments of a record whose first pickle is not class metadata (an object record).
-cdef object _OBJECT_RECORD = object()
-
-
-cdef inline bint _has_nul(str s):
-    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(s)
-    if PyUnicode_IS_ASCII(s):  # class names, nearly always: a memchr, without the search by character width
-        return n > 0 and memchr(PyUnicode_1BYTE_DATA(s), 0, n) != NULL
-    return PyUnicode_FindChar(s, 0, 0, n, 1) >= 0
-
-
-# ---------------------------------------------------------------------------
 # The class pickle: read as bytes when it has one of the usual forms
 # ---------------------------------------------------------------------------
 
 cdef enum:
     _LAZY_GLOBAL = 1             # memo[0] stands for {"@cls": [module, name]}
     _LAZY_NAMES_TUPLE = 2        # memo[2] stands for {"@t": [module, name]}; memo[0] and [1] are the names
-
-
-cdef object _usual_class_pickle(bytes data, _Context ctx):
-    """(module, name) of a record whose class pickle has one of the forms nearly every record has, read
-    as bytes (_usual_class_names), else None (the pickle machine reads it).  See _lazy_class_memo."""
-    cdef ClassPickle klass
-    names = _usual_class_names(data, &klass)
-    if names is not None:
-        _lazy_class_memo(ctx, names, &klass)
-    return names
 
 
 cdef int _lazy_class_memo(_Context ctx, tuple names, ClassPickle* klass) except -1:
@@ -1839,7 +1661,7 @@ cdef int _lazy_class_memo(_Context ctx, tuple names, ClassPickle* klass) except 
 
 cdef object _usual_class_names(bytes data, ClassPickle* klass):
     """(module, name) of a class pickle of one of these forms, with *klass saying which and where its
-    parts are; else None.
+    parts are; else None (the pickle machine reads it).
       ZODB's:    PROTO 2|3, GLOBAL "module\nname\n", BINPUT 0, STOP
       as text:   PROTO 2|3, BINUNICODE module, BINPUT 0, BINUNICODE name, BINPUT 1, TUPLE2, BINPUT 2, STOP
       encoded:   PROTO 2|3, BINUNICODE module, BINUNICODE name, TUPLE2, NONE, TUPLE2, STOP (what
@@ -1907,6 +1729,10 @@ cdef inline str _ascii(const unsigned char* p, Py_ssize_t n):
     return s
 
 
+# ---------------------------------------------------------------------------
+# Records and single pickles
+# ---------------------------------------------------------------------------
+
 cdef _Context _decode_record(object data, object names_read=None,
                              ClassPickle* class_read=NULL):
     """The context of a decoded ZODB record: module, name, state (compact references), refs, flags,
@@ -1916,25 +1742,23 @@ cdef _Context _decode_record(object data, object names_read=None,
         data = bytes_argument(data)
     cdef _Context ctx = _new_context(True, PyBytes_GET_SIZE(data))
     cdef _Context fresh
+    cdef ClassPickle own_class
     cdef Py_ssize_t pos = 0
     cdef Py_ssize_t class_refs
     cdef str module = "", name = ""
     try:
-        if names_read is None:
-            names = _usual_class_pickle(data, ctx)
-        else:
-            names = names_read
-            _lazy_class_memo(ctx, names, class_read)
+        names = names_read
+        if names is None:
+            names = _usual_class_names(data, &own_class)
+            class_read = &own_class
         if names is None:
             klass = _load(data, 0, ctx)
         else:
             klass = None
+            _lazy_class_memo(ctx, names, class_read)
             ctx.module, ctx.name = names  # what _lazy_class_entry makes the class marker of
         pos = ctx.stop
         class_refs = len(ctx.refs)
-        class_unrepresentable, class_cyclic = ctx.unrepresentable, ctx.cyclic
-        if ctx.rebuilt is not None and shares_a_rebuilt(ctx.rebuilt, ctx.shared):
-            class_unrepresentable = True  # (the state may be read with a memo of its own: no _finish sees it)
         ctx.uncallable = False
         try:
             state = _load(data, pos, ctx)
@@ -1951,28 +1775,23 @@ cdef _Context _decode_record(object data, object names_read=None,
                 raise problem
         if names is None:  # a class pickle of another form: _decode_known reads them all
             meta = _decode_known.class_metadata(klass)
-            if meta is None:
-                ctx.module = ctx.name = ""
-                args = _OBJECT_RECORD
-            else:
-                ctx.module, ctx.name, args = meta
+            if meta is None:  # an object record (docs/format.md, "Class metadata"): rare
+                raise _PythonTwin()
+            ctx.module, ctx.name, args = meta
         else:
             args = None
             ctx.module, ctx.name = names
         module, name = ctx.module, ctx.name
-        if names is None and (_has_nul(module) or _has_nul(name)):  # names read as bytes are printable
+        if names is None and ("\x00" in module or "\x00" in name):  # names read as bytes are printable
             ctx.flags |= F_NUL
         kind = btree_bits(module, name)
         if kind:
             state = _btree_state(state, kind & BTREE_IS_TREE, kind & BTREE_IS_MAP)
-        if args is not None and args is not _OBJECT_RECORD:
+        if args is not None:
             state = {"@args": args, "@state": state}
         if _has_escape_prefix(data):
             ctx.flags |= F_ESCAPED_KEY
         state = _finish(state, ctx, pos)
-        if args is _OBJECT_RECORD:  # the first pickle's value is kept in the state
-            state = object_record_state(klass, state, class_unrepresentable, class_cyclic or ctx.cyclic,
-                                        ctx.flags, ctx.budget)
     except Unrepresentable:
         state = {"@pkl": b64encode(data)}
         ctx.flags &= ~(F_FLOAT | F_EXP_FLOAT | F_SURROGATE | F_ESCAPED_KEY)
@@ -2048,11 +1867,9 @@ def decode_zodb_record_for_pg_json(data):
     if type(data) is bytes:
         names = _usual_class_names(<bytes>data, &klass)
         if names is not None:
-            refs = []
-            text = lane_text(<bytes>data, &klass, btree_bits(<str>names[0], <str>names[1]), refs,
-                             _budget(PyBytes_GET_SIZE(data)))
-            if text is not None:
-                return names[0], names[1], text, refs
+            row = _lane_row(<bytes>data, names, &klass)
+            if row is not None:
+                return row
     try:
         ctx = _decode_record(data, names, &klass)
     except _PythonTwin:
@@ -2065,15 +1882,18 @@ def decode_zodb_record_for_pg_json(data):
     return ctx.module, ctx.name, text, ctx.refs
 
 
+cdef object _lane_row(bytes data, tuple names, ClassPickle* klass):
+    """decode_zodb_record_for_pg_json's result by the direct lane, or None: the lane declined."""
+    refs = []
+    text = lane_text(data, klass, btree_bits(<str>names[0], <str>names[1]), refs, _budget(PyBytes_GET_SIZE(data)))
+    return None if text is None else (names[0], names[1], text, refs)
+
+
 def _direct_lane_record(bytes data not None):
     """For the tests: decode_zodb_record_for_pg_json's result by the direct lane alone, or None."""
     cdef ClassPickle klass
     names = _usual_class_names(data, &klass)
-    if names is None:
-        return None
-    refs = []
-    text = lane_text(data, &klass, btree_bits(<str>names[0], <str>names[1]), refs, _budget(len(data)))
-    return None if text is None else (names[0], names[1], text, refs)
+    return None if names is None else _lane_row(data, names, &klass)
 
 
 cdef tuple _decode_pickle(object data):
