@@ -472,8 +472,8 @@ def _keep_utf8(text: str) -> None:
 
 @pytest.mark.skipif(platform.python_implementation() != "CPython", reason="a str's kept UTF-8 is CPython's")
 def test_strs_encode_alike_with_and_without_their_kept_utf8(twins):
-    """The Cython encoder copies the UTF-8 CPython keeps with a str when it is there, and otherwise makes it
-    into the pickle itself (ASCII a block of 16 or 8 characters at a time), keeping none: strs of every width with
+    """The Cython encoder makes a str's UTF-8 into the pickle itself, whether or not CPython keeps one with the str
+    (ASCII a block of 16 or 8 characters at a time), keeping none: strs of every width with
     one other character or lone surrogate at every place around those blocks, as keys and values."""
     texts = ["x" * at + odd + "y" * (size - at - 1) + width  # width: the str's kind whatever odd is
              for odd in ODD_CHARACTERS for width in ("", "\u4e2d", "\U0001f600")

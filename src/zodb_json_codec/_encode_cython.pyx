@@ -9,7 +9,6 @@
 # in C; rare shapes call the shared rules in _common and _known.
 
 from cpython.bytes cimport PyBytes_FromStringAndSize
-from cpython.dict cimport PyDict_GetItemWithError
 from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_FromDouble
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.long cimport PyLong_AsLongLongAndOverflow
@@ -31,14 +30,10 @@ from ._primitives cimport (zjc_ascii_chars, zjc_b64_decode, zjc_b64_size, zjc_co
 
 cimport cython
 
-import struct
-
-from . import _encode_known, _known
-from ._common import C_WALK_DEPTH, CodecError, b64decode, decimal_to_int, float_from_marker
-from ._known import btree_kind, unescape_key
+from . import _encode_known
+from ._common import C_WALK_DEPTH, CodecError, b64decode, decimal_to_int
 from . import _encode_python
-from ._encode_python import (CLASS_NOT_UTF8, ns_text, public_functions, record_from_json, record_parts, reduce_parts,
-                             str_too_long, su_text)
+from ._encode_python import CLASS_NOT_UTF8, public_functions, record_from_json, record_parts, reduce_parts, str_too_long
 
 cdef extern from "Python.h":
     bint PyUnicode_IS_ASCII(object o)
@@ -79,25 +74,6 @@ cdef extern from *:
         const char *p = PyUnicode_AsUTF8AndSize(s, n);
         if (p == NULL && PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) PyErr_Clear();
         return p;
-    }
-
-    /* The UTF-8 CPython keeps with a str once something asked for it (NULL: none yet); a compact ASCII
-       str's own characters, which its struct (a PyASCIIObject, without these fields) is followed by.
-       The field is in the struct of every CPython this builds for; PyPy never builds the twins. */
-    static const char *zjc_utf8_kept(PyObject *s, Py_ssize_t *n) {
-    #if defined(PYPY_VERSION)
-        (void)s; (void)n;
-        return NULL;
-    #else
-        PyCompactUnicodeObject *c = (PyCompactUnicodeObject *)s;
-        if (PyUnicode_IS_COMPACT_ASCII(s)) {
-            *n = PyUnicode_GET_LENGTH(s);
-            return (const char *)(((PyASCIIObject *)s) + 1);
-        }
-        if (c->utf8 == NULL) return NULL;
-        *n = c->utf8_length;
-        return c->utf8;
-    #endif
     }
 
     /* The sign and the magnitude (hi:lo) of a decimal int text as _common.decimal_to_int reads it ([+-]?[0-9]+):
@@ -163,7 +139,6 @@ cdef extern from *:
     """
     int zjc_unicode_ready(object o) except -1
     const char* zjc_utf8(object s, Py_ssize_t* n) except? NULL
-    const char* zjc_utf8_kept(object s, Py_ssize_t* n) noexcept
     int zjc_decimal_magnitude(const unsigned char* s, Py_ssize_t n, int* negative, uint64_t* hi, uint64_t* lo) noexcept
     int zjc_compact_long(object v, long long* out) noexcept
     Py_ssize_t zjc_last_dot(const unsigned char* p, Py_ssize_t n, int* newline) noexcept
@@ -226,7 +201,7 @@ cdef extern from *:
 
 _Global = _encode_known.Global
 _Call = _encode_known.Call
-_pack_i = struct.Struct("<i").pack
+_PythonWriter = _encode_python._Writer
 
 
 # ---------------------------------------------------------------------------
@@ -376,49 +351,16 @@ cdef inline int _int64(Writer* w, long long x) except -1:
         _le32(o + 1, <uint64_t><uint32_t>x)
         w.pos += 5
     else:
-        _long1(w, x)
-    return 0
-
-
-cdef int _long1(Writer* w, long long x) except -1:
-    """LONG1 of (bit_length >> 3) + 1 two's complement bytes, one fewer when
-    that leaves a redundant 0xff sign byte (as the Python twin)."""
-    cdef unsigned char* o = w.buf + w.pos  # 12 bytes reserved by _int64
-    cdef unsigned long long ux = <unsigned long long>x
-    cdef unsigned long long u = (0 - ux) if x < 0 else ux
-    cdef int bits = 0, nbytes, i
-    while u:
-        bits += 1
-        u >>= 1
-    nbytes = (bits >> 3) + 1
-    for i in range(nbytes):
-        if i < 8:
-            o[2 + i] = <uint8_t>(ux >> (8 * i))
-        else:
-            o[2 + i] = 0xFF if x < 0 else 0
-    if x < 0 and nbytes > 1 and o[1 + nbytes] == 0xFF and (o[nbytes] & 0x80):
-        nbytes -= 1
-    o[0] = LONG1
-    o[1] = <uint8_t>nbytes
-    w.pos += 2 + nbytes
+        _long1(w, x < 0, 0, (<uint64_t>0 - <uint64_t>x) if x < 0 else <uint64_t>x)
     return 0
 
 
 cdef int _bigint(Writer* w, object v) except -1:
-    """An int outside the signed 64-bit range, exactly as the Python twin."""
-    cdef Py_ssize_t n
-    nbytes = (v.bit_length() >> 3) + 1
-    raw = v.to_bytes(nbytes, "little", signed=True)
-    if v < 0 and nbytes > 1 and raw[-1] == 0xFF and raw[-2] & 0x80:
-        raw = raw[:-1]
-    n = len(raw)
-    if n < 256:
-        _op2(w, LONG1, <uint8_t>n)
-    else:
-        head = _pack_i(n)
-        _op(w, LONG4)
-        _raw(w, <const char*>head, 4)
-    return _raw(w, <const char*>raw, n)
+    """An int outside the signed 64-bit range (rare): the Python twin's opcodes of it."""
+    writer = _PythonWriter(False)
+    writer.write_int(v)
+    opcodes = b"".join(writer.parts)
+    return _raw(w, <const char*>opcodes, len(opcodes))
 
 
 cdef inline int _int(Writer* w, object v) except -1:
@@ -455,14 +397,19 @@ cdef int _m_bi(Writer* w, object text) except -1:
 
 
 cdef int _int128(Writer* w, bint negative, uint64_t hi, uint64_t lo) except -1:
-    """An int of magnitude hi:lo (up to 128 bits), negative or not (a UUID's, an @bi text's), as _int writes it:
-    LONG1 of (bit_length >> 3) + 1 two's complement bytes, one fewer when that leaves a redundant 0xff."""
+    """An int of magnitude hi:lo (up to 128 bits), negative or not (a UUID's, an @bi text's), as _int writes it."""
+    if hi == 0 and (lo < (<uint64_t>1 << 63) or (negative and lo == (<uint64_t>1 << 63))):
+        return _int64(w, <long long>(<uint64_t>0 - lo) if negative else <long long>lo)
+    return _long1(w, negative, hi, lo)
+
+
+cdef int _long1(Writer* w, bint negative, uint64_t hi, uint64_t lo) except -1:
+    """LONG1 of the int of magnitude hi:lo: (bit_length >> 3) + 1 two's complement bytes, one fewer when that
+    leaves a redundant 0xff sign byte (as the Python twin)."""
     cdef unsigned char* o
     cdef int bits, nbytes, i
     cdef uint64_t u
     cdef uint64_t fill = 0xFF if negative else 0
-    if hi == 0 and (lo < (<uint64_t>1 << 63) or (negative and lo == (<uint64_t>1 << 63))):
-        return _int64(w, <long long>(<uint64_t>0 - lo) if negative else <long long>lo)
     if hi:
         bits = 64
         u = hi
@@ -570,38 +517,25 @@ cdef inline Py_ssize_t _text_end(Writer* w, Py_ssize_t start) noexcept:
 
 
 cdef int _str_utf8(Writer* w, str s) except -1:
-    """BINUNICODE of a str that is not ASCII: the UTF-8 CPython keeps with it if something made it already,
-    else made straight into the output and not kept (a storage encodes what json.loads just made, whose
-    strs have none: CPython's encoder would take a character a step, allocate the copy and keep it)."""
+    """BINUNICODE of a str that is not ASCII, its UTF-8 made straight into the output and not kept (a storage
+    encodes what json.loads just made: CPython's encoder would take a character a step, allocate the copy
+    and keep it)."""
     cdef Py_ssize_t start, size, n
-    cdef const char* kept
     cdef int kind
     zjc_unicode_ready(s)
     if <uint64_t>PyUnicode_GET_LENGTH(s) >= _U32_LIMIT:  # its UTF-8 is longer still: nothing written
         raise str_too_long()
     start = _text_start(w)
-    kept = zjc_utf8_kept(s, &n)
-    if kept != NULL:
-        _raw(w, kept, n)
-    else:
-        n = PyUnicode_GET_LENGTH(s)
-        kind = PyUnicode_KIND(s)
-        _reserve(w, zjc_utf8_room(kind, n))
-        size = zjc_utf8_of_ucs(kind, PyUnicode_DATA(s), n, w.buf + w.pos)
-        if size < 0:
-            _python_twin()  # lone surrogates (Python 2 era data)
-        else:
-            w.pos += size
+    n = PyUnicode_GET_LENGTH(s)
+    kind = PyUnicode_KIND(s)
+    _reserve(w, zjc_utf8_room(kind, n))
+    size = zjc_utf8_of_ucs(kind, PyUnicode_DATA(s), n, w.buf + w.pos)
+    if size < 0:
+        return _python_twin()  # lone surrogates (Python 2 era data)
+    w.pos += size
     if _text_end(w, start) < 0:
         raise str_too_long()
     return 0
-
-
-cdef int _str_any(Writer* w, object s) except -1:
-    """BINUNICODE of whatever ``str()`` returned; a str subclass's own encode is the Python twin's."""
-    if type(s) is not str:
-        return _python_twin()
-    return _str(w, <str>s)
 
 
 cdef int _global(Writer* w, object module, object name) except -1:
@@ -631,43 +565,30 @@ cdef int _class_utf8(Writer* w, str s) except -1:
 
 
 cdef int _global_dotted(Writer* w, str dotted) except -1:
-    """GLOBAL of ``module.Name`` split at its last dot (the compact @ref class)."""
-    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(dotted), start, i
+    """GLOBAL of ``module.Name`` split at its last dot (the compact @ref class); the Python twin writes a name
+    that is not ASCII."""
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(dotted), i
     cdef int newline
     cdef unsigned char* o
-    if PyUnicode_IS_ASCII(dotted):
-        i = zjc_last_dot(<const unsigned char*>PyUnicode_DATA(dotted), n, &newline)
-        if newline:
-            raise CodecError("invalid pickle data: class module or name contains a newline")
-        _reserve(w, n + 3)
-        o = w.buf + w.pos
-        o[0] = GLOBAL
-        if i < 0:  # "c\nName\n": an empty module
-            o[1] = 10
-            memcpy(o + 2, PyUnicode_DATA(dotted), <size_t>n)
-            o[n + 2] = 10
-            w.pos += n + 3
-        else:  # "cmodule\nName\n"
-            memcpy(o + 1, PyUnicode_DATA(dotted), <size_t>n)
-            o[1 + i] = 10
-            o[n + 1] = 10
-            w.pos += n + 2
-        return 0
-    if PyUnicode_FindChar(dotted, 10, 0, n, 1) >= 0:
+    if not PyUnicode_IS_ASCII(dotted):
+        return _python_twin()
+    i = zjc_last_dot(<const unsigned char*>PyUnicode_DATA(dotted), n, &newline)
+    if newline:
         raise CodecError("invalid pickle data: class module or name contains a newline")
-    _op(w, GLOBAL)
-    if PyUnicode_FindChar(dotted, 46, 0, n, -1) < 0:
-        _op(w, 10)
-        _class_utf8(w, dotted)
-    else:
-        start = w.pos
-        _class_utf8(w, dotted)
-        # UTF-8 has no other 0x2e byte: the last one is the last dot.
-        i = w.pos - 1
-        while i >= start and w.buf[i] != 46:
-            i -= 1
-        w.buf[i] = 10
-    return _op(w, 10)
+    _reserve(w, n + 3)
+    o = w.buf + w.pos
+    o[0] = GLOBAL
+    if i < 0:  # "c\nName\n": an empty module
+        o[1] = 10
+        memcpy(o + 2, PyUnicode_DATA(dotted), <size_t>n)
+        o[n + 2] = 10
+        w.pos += n + 3
+    else:  # "cmodule\nName\n"
+        memcpy(o + 1, PyUnicode_DATA(dotted), <size_t>n)
+        o[1 + i] = 10
+        o[n + 1] = 10
+        w.pos += n + 2
+    return 0
 
 
 # ---------------------------------------------------------------------------
@@ -694,10 +615,7 @@ cdef enum Kind:
     K_CLS
     K_REDUCE
     K_NEWOBJ
-    K_INST
-    K_NS
-    K_SU
-    K_F
+    K_PYTHON        # @inst, @ns, @su, @f: no report set has them, the Python twin writes them
     K_INSTANCE
     K_KV
     K_KS
@@ -819,7 +737,7 @@ cdef void _init_one_key_markers():
         (KEY_DATE, K_DATE, W_STR), (KEY_TD, K_TD, W_LIST), (KEY_UUID, K_UUID, W_STR),
         (KEY_TIME, K_TIME, W_STR), (KEY_BI, K_BI, W_STR), (KEY_D, K_D, W_LIST), (KEY_PKL, K_PKL, W_STR),
         (KEY_CLS, K_CLS, W_CLS), (KEY_REDUCE, K_REDUCE, W_DICT), (KEY_NEWOBJ, K_NEWOBJ, W_DICT),
-        (KEY_INST, K_INST, W_DICT), (KEY_NS, K_NS, W_STR), (KEY_SU, K_SU, W_STR), (KEY_F, K_F, W_STR),
+        (KEY_INST, K_PYTHON, W_DICT), (KEY_NS, K_PYTHON, W_STR), (KEY_SU, K_PYTHON, W_STR), (KEY_F, K_PYTHON, W_STR),
         (KEY_KV, K_KV, W_BTREE_LIST), (KEY_KS, K_KS, W_BTREE_LIST),
     ):
         _ONE_KIND[key] = kind
@@ -915,15 +833,15 @@ cdef int _marker_kind(dict d, bint btree, PyObject** first) noexcept:
     return K_NONE
 
 
-cdef inline PyObject* _ref_payload(object v) noexcept:
-    """The id of ``{"@ref": id}`` (a dict whose marker_kind is "@ref"), borrowed; else NULL."""
+cdef inline PyObject* _one_key_value(object v, int key) noexcept:
+    """The value of v if v is a dict of one entry whose key is the exact str of that Key, borrowed; else NULL."""
     cdef Py_ssize_t pos = 0
     cdef PyObject* k = NULL
     cdef PyObject* x = NULL
     if type(v) is not dict or PyDict_GET_SIZE(v) != 1:
         return NULL
     zjc_dict_next(v, &pos, &k, &x)
-    if type(<object>k) is str and _key(<object>k) == KEY_REF:
+    if type(<object>k) is str and _key(<object>k) == key:
         return x
     return NULL
 
@@ -1030,8 +948,7 @@ cdef int _tuple(Writer* w, object items, Py_ssize_t depth) except -1:
     elif type(items) is list:
         _list_items(w, <list>items, depth + 1)
     else:
-        for x in items:
-            _item(w, x, depth + 1)
+        return _python_twin()  # another iterable (a list subclass...)
     return _op(w, TUPLE1 if n == 1 else TUPLE2 if n == 2 else TUPLE3 if n == 3 else TUPLE)
 
 
@@ -1052,19 +969,12 @@ cdef int _plain_dict(Writer* w, dict d, Py_ssize_t depth) except -1:
         # Exact strs, ints, floats, None and booleans are written without running any code that could
         # change the dict, so they are read through the dict's own references (no count taken and
         # dropped on each key and value of a wide dict), one entry after the other.
-        if _plain_key(w, kp):
-            if _scalar(w, <object>xp):
-                continue
-            x = <object>xp  # a reference of our own: a value's code may change the dict
-            _value(w, x, depth + 1)
-        else:
-            k = <object>kp
-            x = <object>xp
-            _other_key(w, k, depth + 1)
-            _item(w, x, depth + 1)
-            # Dropped here, not by the next item's assignments: a __del__ they run may change the dict,
-            # which the next item's pointers would then point into.
-            k = x = None
+        if not _plain_key(w, kp):
+            return _python_twin()  # an escaped key or a key of another type (no report set has them)
+        if _scalar(w, <object>xp):
+            continue
+        x = <object>xp  # a reference of our own: a value's code may change the dict
+        _value(w, x, depth + 1)
         # As the Python twin's dict iterator: the code that ran may have changed the dict.
         if PyDict_GET_SIZE(d) != size:
             raise RuntimeError("dictionary changed size during iteration")
@@ -1095,14 +1005,6 @@ cdef inline bint _is_escaped_key(str k) noexcept:
                  or (PyUnicode_READ_CHAR(k, 1) == 115 and PyUnicode_READ_CHAR(k, 2) == 117)))
 
 
-cdef int _other_key(Writer* w, object k, Py_ssize_t depth) except -1:
-    """A dict key that is not a plain str: an escaped key's original, or a key of another type."""
-    if type(k) is str:
-        original = unescape_key(k)
-        return _value(w, k if original is None else original, depth)
-    return _value(w, k, depth)
-
-
 cdef int _marker(Writer* w, dict d, int kind, PyObject* first, Py_ssize_t depth) except -1:
     """The markers of _encode_python._MARKERS; first is the value of a one-key marker, as d[key] gives it."""
     cdef object value = <object>first if first != NULL else None  # our own reference while code may run
@@ -1116,12 +1018,8 @@ cdef int _marker(Writer* w, dict d, int kind, PyObject* first, Py_ssize_t depth)
         return _m_dt(w, d["@dt"], d["@tz"], depth)
     if kind == K_DEC:
         return _m_dec(w, value, depth)
-    if kind == K_SET:
-        _text(w, b"cbuiltins\nset\n", 14)
-        _value(w, value, depth)
-        return _op2(w, TUPLE1, REDUCE)
-    if kind == K_FSET:
-        _text(w, b"cbuiltins\nfrozenset\n", 20)
+    if kind == K_SET or kind == K_FSET:
+        _text(w, b"cbuiltins\nset\n" if kind == K_SET else b"cbuiltins\nfrozenset\n", 14 if kind == K_SET else 20)
         _value(w, value, depth)
         return _op2(w, TUPLE1, REDUCE)
     if kind == K_B:
@@ -1140,7 +1038,7 @@ cdef int _marker(Writer* w, dict d, int kind, PyObject* first, Py_ssize_t depth)
 cdef int _rare_marker(Writer* w, dict d, int kind, Py_ssize_t depth) except -1:
     # Kept apart so that the frames of the common markers' recursion stay small.
     if kind == K_TIME:
-        return _m_time(w, d, depth)
+        return _call(w, _encode_known.time_call(d["@time"], d.get("@tz")), depth)
     if kind == K_CLS:
         cls = <list>d["@cls"]
         return _global(w, cls[0], cls[1])
@@ -1155,14 +1053,8 @@ cdef int _rare_marker(Writer* w, dict d, int kind, Py_ssize_t depth) except -1:
         return _b64(w, d["@pkl"], "@pkl")  # nested: bytes, as the Rust codec wrote it
     if kind == K_REDUCE or kind == K_NEWOBJ:
         return _reduce(w, d, depth)
-    if kind == K_INST:
+    if kind == K_PYTHON:
         return _python_twin()
-    if kind == K_NS:
-        return _str_any(w, ns_text(d["@ns"]))
-    if kind == K_SU:
-        return _str_any(w, su_text(d["@su"]))
-    if kind == K_F:
-        return _float(w, float_from_marker(d["@f"]))
     raise AssertionError(kind)
 
 
@@ -1203,19 +1095,8 @@ cdef int _hex_bytes(Writer* w, str text) except -1:
 
 cdef int _ref(Writer* w, object v, Py_ssize_t depth) except -1:
     """``{"@ref": v}`` at depth: its id is one level below it."""
-    cdef Py_ssize_t links = 1, i
-    cdef PyObject* inner
-    # A reference whose id is a reference, and so on: the innermost is written
-    # first, then one BINPERSID per link; each link is a level, as each
-    # reference dict is for the Python twin's walk.
-    while True:
-        inner = _ref_payload(v)
-        if inner == NULL:
-            break
-        if depth + links > _C_WALK:
-            return _python_twin()
-        links += 1
-        v = <object>inner
+    if _one_key_value(v, KEY_REF) != NULL:
+        return _python_twin()  # a reference whose id is a reference (no report set has one)
     if w.expand_refs and type(v) is str and _hex_bytes(w, <str>v):
         _op(w, NONE)
         _op2(w, TUPLE2, BINPERSID)
@@ -1228,9 +1109,7 @@ cdef int _ref(Writer* w, object v, Py_ssize_t depth) except -1:
         _global_dotted(w, dotted)
         _op2(w, TUPLE2, BINPERSID)
     else:
-        _value(w, v, depth + links)  # the innermost reference's id, one level below it
-        _op(w, BINPERSID)
-    for i in range(links - 1):
+        _value(w, v, depth + 1)
         _op(w, BINPERSID)
     return 0
 
@@ -1359,12 +1238,7 @@ cdef object _flatten(object pairs):
             Py_INCREF(x)
             PyTuple_SET_ITEM(flat, 2 * i + 1, x)
         return flat
-    cdef list collected = []
-    for pair in pairs:
-        if type(pair) is not list or PyList_GET_SIZE(pair) != 2:
-            raise CodecError("invalid pickle data: @kv pair must be [k, v]")
-        collected.extend(<list>pair)
-    return collected
+    return _python_twin()  # pairs in another iterable than a list
 
 
 cdef int _btree_state(Writer* w, object state, int is_tree, Py_ssize_t depth) except -1:
@@ -1513,7 +1387,7 @@ cdef Py_ssize_t _three_numbers(const unsigned char* p, Py_ssize_t i, Py_ssize_t 
 
 
 cdef int _clock(const unsigned char* p, Py_ssize_t i, Py_ssize_t n, uint8_t* out, Py_ssize_t* end) noexcept:
-    """``HH:MM:SS[.f*]`` of the @dt/@time regexes from i: state bytes into out[0:6], 0; -1 if not handled."""
+    """``HH:MM:SS[.f*]`` of the @dt regex from i: state bytes into out[0:6], 0; -1 if not handled."""
     cdef long hms[3]
     cdef long us = 0
     cdef Py_ssize_t j = _three_numbers(p, i, n, b":", 3, hms)
@@ -1549,7 +1423,7 @@ cdef int _date_part(const unsigned char* p, Py_ssize_t n, uint8_t* out, Py_ssize
 
 cdef bint _zoned_call(Writer* w, const char* call, Py_ssize_t call_size, const uint8_t* state,
                       Py_ssize_t state_size, const unsigned char* p, Py_ssize_t end, Py_ssize_t n) except -1:
-    """A datetime or time: the call (GLOBAL and the state's opcode), the state, and the offset at
+    """A datetime: the call (GLOBAL and the state's opcode), the state, and the offset at
     p[end:n] as a timezone argument if there is one, then REDUCE: True; False (nothing written) when
     the text there is not an offset _offset reads."""
     cdef long long total
@@ -1616,20 +1490,6 @@ cdef PyObject* _pytz_arguments(object tz) noexcept:
         if type(<object>v) is not str and type(<object>v) is not int:
             return NULL
     return found
-
-
-cdef int _m_time(Writer* w, dict d, Py_ssize_t depth) except -1:
-    cdef const unsigned char* p
-    cdef Py_ssize_t n, end
-    cdef uint8_t state[6]
-    text = d["@time"]
-    if PyDict_GET_SIZE(d) == 1 and type(text) is str and PyUnicode_IS_ASCII(text):
-        n = PyUnicode_GET_LENGTH(text)
-        p = <const unsigned char*>PyUnicode_DATA(text)
-        if (_clock(p, 0, n, state, &end) == 0
-                and _zoned_call(w, b"cdatetime\ntime\nC\x06", 17, state, 6, p, end, n)):
-            return 0
-    return _call(w, _encode_known.time_call(text, d.get("@tz")), depth)
 
 
 cdef int _m_date(Writer* w, object text, Py_ssize_t depth) except -1:
@@ -1781,19 +1641,12 @@ def _dict_pair_read(d):
 # ---------------------------------------------------------------------------
 
 cdef object _verbatim(object value):
-    """The original pickle bytes of a top-level ``@pkl`` (docs/format.md, "The verbatim fallback"), else None."""
-    cdef PyObject* p = NULL
-    cdef PyObject* k = NULL
-    cdef Py_ssize_t pos = 0
-    if type(value) is dict and PyDict_GET_SIZE(value) == 1:
-        zjc_dict_next(value, &pos, &k, &p)
-        if type(<object>k) is str:
-            if not _is_text(<str>k, b"@pkl", 4):  # every state that is a one-key dict passes here
-                return None
-        else:  # a key of another type may still equal "@pkl"
-            p = PyDict_GetItemWithError(value, "@pkl")
-        if p != NULL and type(<object>p) is str:
-            return b64decode(<object>p, "@pkl")
+    """The original pickle bytes of a top-level ``@pkl`` (docs/format.md, "The verbatim fallback"), else None.
+    (A key of another type than str that equals "@pkl" is not seen here: the walk hands such a key to the
+    Python twin, whose rule sees it.)"""
+    cdef PyObject* p = _one_key_value(value, KEY_PKL)
+    if p != NULL and type(<object>p) is str:
+        return b64decode(<object>p, "@pkl")
     return None
 
 
@@ -1815,45 +1668,20 @@ cdef inline bint _is_empty(object s) except -1:
     return s == ""
 
 
-cdef bint _record_items(dict d, PyObject** cls, PyObject** state) noexcept:
-    """d.get("@cls"), d.get("@s") (borrowed, NULL if absent), True if found so:
-    a look at the few keys of a record beats hashing."""
-    cdef Py_ssize_t pos = 0
+cdef bint _usual_record(dict d, PyObject** cls, PyObject** state) noexcept:
+    """d.get("@cls"), d.get("@s") (borrowed) of the usual record, "@cls" first, then "@s": True; else False
+    (record_parts looks the keys up): a look at its two entries beats hashing."""
     cdef PyObject* k
-    cdef PyObject* v
     cdef PyObject* k1
-    cdef PyObject* v1
-    if (zjc_dict_pair(d, &k, &v, &k1, &v1) and type(<object>k) is str and type(<object>k1) is str
-            and _is_text(<str>k, b"@cls", 4) and _is_text(<str>k1, b"@s", 2)):
-        cls[0] = v  # the usual record: "@cls" first, then "@s"
-        state[0] = v1
-        return True
-    cls[0] = NULL
-    state[0] = NULL
-    if PyDict_GET_SIZE(d) <= 4:
-        while zjc_dict_next(d, &pos, &k, &v):
-            if type(<object>k) is not str:
-                break  # it might still equal one of them: look them up
-            if _is_text(<str>k, b"@cls", 4):
-                cls[0] = v
-            elif _is_text(<str>k, b"@s", 2):
-                state[0] = v
-        else:
-            return True
-    return False
+    return (zjc_dict_pair(d, &k, cls, &k1, state) and type(<object>k) is str and type(<object>k1) is str
+            and _is_text(<str>k, b"@cls", 4) and _is_text(<str>k1, b"@s", 2))
 
 
-cdef int _record_head(Writer* w, object module, object name, object args) except -1:
+cdef int _record_head(Writer* w, str module, str name, object args) except -1:
     """The class pickle, ``((module, name), args)``, and the state pickle's PROTO."""
     _op2(w, PROTO, 3)
-    if type(module) is str:
-        _str(w, <str>module)
-    else:
-        _str_any(w, str(module))
-    if type(name) is str:
-        _str(w, <str>name)
-    else:
-        _str_any(w, str(name))
+    _str(w, module)
+    _str(w, name)
     if args is None:  # nearly every record
         return _text(w, b"\x86N\x86.\x80\x03", 6)  # TUPLE2 NONE TUPLE2 STOP, then the state's PROTO 3
     _op(w, TUPLE2)
@@ -1881,47 +1709,44 @@ cdef inline int _record_state(Writer* w, object state, int bt) except -1:
 
 
 cdef object _record(object obj):
-    """encode_zodb_record of a value within the C walk's depth."""
+    """encode_zodb_record of a value within the C walk's depth; class names of str subclasses and the
+    object records of docs/format.md (an empty module and name) are the Python twin's."""
     cdef unsigned char stack[_STACK_BUFFER]
     cdef Writer w
     cdef PyObject* p
     cdef PyObject* s
-    cdef int bt
-    if type(obj) is dict and _record_items(<dict>obj, &p, &s) and p != NULL and _is_exact_cls(<object>p):
+    if type(obj) is dict and _usual_record(<dict>obj, &p, &s) and _is_exact_cls(<object>p):
         module = <object>PyList_GET_ITEM(<object>p, 0)
         name = <object>PyList_GET_ITEM(<object>p, 1)
-        state = None if s == NULL else <object>s
+        state = <object>s
     else:
         module, name, state = record_parts(obj)  # other shapes, and their errors
+        if type(module) is not str or type(name) is not str:
+            return _python_twin()
     verbatim = _verbatim(state)
     if verbatim is not None:
         return verbatim
-    if _is_empty(module) and _is_empty(name) and _known.is_object_record_state(state):
-        return _pickle((<dict>state)["@obj"], True) + _pickle((<dict>state)["@state"], True)
+    if PyUnicode_GET_LENGTH(module) == 0 and PyUnicode_GET_LENGTH(name) == 0:
+        return _python_twin()
     args = None
     if (type(state) is dict and PyDict_GET_SIZE(state) == 2 and "@args" in <dict>state
             and "@state" in <dict>state):
         args = (<dict>state)["@args"]
         state = (<dict>state)["@state"]
-    if type(module) is str and type(name) is str:
-        bt = _btree_class(<str>module, <str>name)
-    else:
-        kind = btree_kind(module, name)
-        bt = -1 if kind is None else 1 if kind[0] else 0
     _init(&w, stack, True)
     try:
-        _record_head(&w, module, name, args)
-        _record_state(&w, state, bt)
+        _record_head(&w, <str>module, <str>name, args)
+        _record_state(&w, state, _btree_class(<str>module, <str>name))
         return _result(&w)
     finally:
         _release(&w)
 
 
-cdef bytes _pickle(object value, bint expand_refs=False):
-    """One pickle of value; expand_refs reads the compact @ref forms of the record decoders."""
+cdef object _pickle(object value):
+    """One pickle of value within the C walk's depth, references in their verbose form."""
     cdef unsigned char stack[_STACK_BUFFER]
     cdef Writer w
-    _init(&w, stack, expand_refs)
+    _init(&w, stack, False)
     try:
         _op2(&w, PROTO, 3)
         _value(&w, value, 0)
@@ -1933,11 +1758,7 @@ cdef bytes _pickle(object value, bint expand_refs=False):
 
 def _pickle_value(value):
     # a value deeper than the C walk goes: the Python twin's function
-    return zjc_call_or(_pickle_one, value, <PyObject*>_PYTHON_TWIN, <PyObject*>_python_pickle_value)
-
-
-cdef object _pickle_one(object value):
-    return _pickle(value)
+    return zjc_call_or(_pickle, value, <PyObject*>_PYTHON_TWIN, <PyObject*>_python_pickle_value)
 
 
 dict_to_pickle, _json_to_pickle_by_value = public_functions(_pickle_value)
