@@ -168,7 +168,8 @@ cdef Py_ssize_t _C_WALK = C_WALK_DEPTH
 
 class _PythonTwin(Exception):
     """A value nested deeper than the C walk goes, or one only the Python twin writes (Python values other
-    than exact tuples and bytes, lone surrogates, @inst): the public function hands it to the Python twin."""
+    than exact tuples and bytes, lone surrogates, the rare markers and shapes docs/design.md's "Two twins"
+    lists): the public function hands it to the Python twin."""
 
 
 cdef object _PYTHON_TWIN = _PythonTwin
@@ -858,14 +859,19 @@ cdef inline int _btree_class(str module, str name) except -2:
 # The walk
 # ---------------------------------------------------------------------------
 
-cdef int _value(Writer* w, object v, Py_ssize_t depth) except -1:
+cdef inline int _value(Writer* w, object v, Py_ssize_t depth) except -1:
+    """Any value, the commonest written here rather than through a call."""
+    if _scalar(w, v):
+        return 0
+    return _not_scalar(w, v, depth)
+
+
+cdef int _not_scalar(Writer* w, object v, Py_ssize_t depth) except -1:
+    """A value _scalar does not write: a dict, list, int of more than 64 bits or other Python value."""
     # type(v) is compared at each test, not kept in a variable: Cython would take a reference to the type
     # object for it, a write to str's or int's count per value that every thread's encode shares.
-    cdef Py_ssize_t i
     cdef int kind
     cdef PyObject* first = NULL
-    if type(v) is str:
-        return _str(w, <str>v)
     if type(v) is dict:
         if depth > _C_WALK:
             return _python_twin()
@@ -874,8 +880,6 @@ cdef int _value(Writer* w, object v, Py_ssize_t depth) except -1:
         if kind == K_NONE or kind == K_WRAPPER:
             return _plain_dict(w, <dict>v, depth)
         return _marker(w, <dict>v, kind, first, depth)
-    if type(v) is int:
-        return _int(w, v)
     if type(v) is list:
         if depth > _C_WALK:
             return _python_twin()
@@ -885,20 +889,14 @@ cdef int _value(Writer* w, object v, Py_ssize_t depth) except -1:
             _list_items(w, <list>v, depth + 1)
             _op(w, APPENDS)
         return 0
-    if type(v) is float:
-        return _float(w, PyFloat_AS_DOUBLE(v))
-    if v is None:
-        return _op(w, NONE)
-    if v is True:
-        return _op(w, NEWTRUE)
-    if v is False:
-        return _op(w, NEWFALSE)
+    if type(v) is int:
+        return _bigint(w, v)
     return _native(w, v, depth)
 
 
 cdef inline int _scalar(Writer* w, object v) except -1:
     """Writes v if it is an exact str, int of 64 bits or float, None, True or False (most items of a record),
-    which runs no code: 1; else 0, nothing written.  (type(v) at each test, as in _value.)  The callers
+    which runs no code: 1; else 0, nothing written.  (type(v) at each test, as in _not_scalar.)  The callers
     read v through its container's reference: nothing may run before it is written (docs/design.md,
     "Where Python code can run")."""
     if type(v) is str:
@@ -918,20 +916,13 @@ cdef inline int _scalar(Writer* w, object v) except -1:
     return 1
 
 
-cdef inline int _item(Writer* w, object v, Py_ssize_t depth) except -1:
-    """_value, with the commonest items written here rather than through a call."""
-    if _scalar(w, v):
-        return 0
-    return _value(w, v, depth)
-
-
 cdef inline int _list_items(Writer* w, list v, Py_ssize_t depth) except -1:
     """Each item of v at depth, read as a list iterator reads them: a value's own code may change v."""
     cdef Py_ssize_t i = 0
     while i < PyList_GET_SIZE(v):
         if not _scalar(w, <object>PyList_GET_ITEM(v, i)):  # as in _plain_dict: no code runs for these
             x = <object>PyList_GET_ITEM(v, i)  # a reference of our own while code may run
-            _value(w, x, depth)
+            _not_scalar(w, x, depth)
         i += 1
     return 0
 
@@ -944,7 +935,7 @@ cdef int _tuple(Writer* w, object items, Py_ssize_t depth) except -1:
         _op(w, MARK)
     if type(items) is tuple:  # a snapshot made here (see _flatten)
         for i in range(n):
-            _item(w, <object>PyTuple_GET_ITEM(items, i), depth + 1)
+            _value(w, <object>PyTuple_GET_ITEM(items, i), depth + 1)
     elif type(items) is list:
         _list_items(w, <list>items, depth + 1)
     else:
@@ -974,7 +965,7 @@ cdef int _plain_dict(Writer* w, dict d, Py_ssize_t depth) except -1:
         if _scalar(w, <object>xp):
             continue
         x = <object>xp  # a reference of our own: a value's code may change the dict
-        _value(w, x, depth + 1)
+        _not_scalar(w, x, depth + 1)
         # As the Python twin's dict iterator: the code that ran may have changed the dict.
         if PyDict_GET_SIZE(d) != size:
             raise RuntimeError("dictionary changed size during iteration")
@@ -1038,7 +1029,7 @@ cdef int _marker(Writer* w, dict d, int kind, PyObject* first, Py_ssize_t depth)
 cdef int _rare_marker(Writer* w, dict d, int kind, Py_ssize_t depth) except -1:
     # Kept apart so that the frames of the common markers' recursion stay small.
     if kind == K_TIME:
-        return _call(w, _encode_known.time_call(d["@time"], d.get("@tz")), depth)
+        return _m_time(w, d, depth)
     if kind == K_CLS:
         cls = <list>d["@cls"]
         return _global(w, cls[0], cls[1])
@@ -1165,8 +1156,8 @@ cdef int _pairs(Writer* w, object pairs, Py_ssize_t depth, str what) except -1:
     for pair in <list>pairs:
         if type(pair) is not list or PyList_GET_SIZE(pair) != 2:
             raise CodecError(f"invalid pickle data: {what} must be a list of [key, value] pairs")
-        _item(w, (<list>pair)[0], depth + 1)
-        _item(w, (<list>pair)[1], depth + 1)
+        _value(w, (<list>pair)[0], depth + 1)
+        _value(w, (<list>pair)[1], depth + 1)
     return _op(w, SETITEMS)
 
 
@@ -1195,8 +1186,7 @@ cdef int _kv_direct(Writer* w, object pairs) except -1:
         return 0
     n = PyList_GET_SIZE(pairs)
     if n == 0:
-        _op(w, EMPTY_TUPLE)
-        return 1
+        return 0  # _tuple's EMPTY_TUPLE
     if n > 1:
         _op(w, MARK)
     # One pass, writing as it checks: a scalar is written without running anyone's code (the list cannot
@@ -1387,7 +1377,7 @@ cdef Py_ssize_t _three_numbers(const unsigned char* p, Py_ssize_t i, Py_ssize_t 
 
 
 cdef int _clock(const unsigned char* p, Py_ssize_t i, Py_ssize_t n, uint8_t* out, Py_ssize_t* end) noexcept:
-    """``HH:MM:SS[.f*]`` of the @dt regex from i: state bytes into out[0:6], 0; -1 if not handled."""
+    """``HH:MM:SS[.f*]`` of the @dt/@time regexes from i: state bytes into out[0:6], 0; -1 if not handled."""
     cdef long hms[3]
     cdef long us = 0
     cdef Py_ssize_t j = _three_numbers(p, i, n, b":", 3, hms)
@@ -1423,7 +1413,7 @@ cdef int _date_part(const unsigned char* p, Py_ssize_t n, uint8_t* out, Py_ssize
 
 cdef bint _zoned_call(Writer* w, const char* call, Py_ssize_t call_size, const uint8_t* state,
                       Py_ssize_t state_size, const unsigned char* p, Py_ssize_t end, Py_ssize_t n) except -1:
-    """A datetime: the call (GLOBAL and the state's opcode), the state, and the offset at
+    """A datetime or time: the call (GLOBAL and the state's opcode), the state, and the offset at
     p[end:n] as a timezone argument if there is one, then REDUCE: True; False (nothing written) when
     the text there is not an offset _offset reads."""
     cdef long long total
@@ -1490,6 +1480,20 @@ cdef PyObject* _pytz_arguments(object tz) noexcept:
         if type(<object>v) is not str and type(<object>v) is not int:
             return NULL
     return found
+
+
+cdef int _m_time(Writer* w, dict d, Py_ssize_t depth) except -1:
+    cdef const unsigned char* p
+    cdef Py_ssize_t n, end
+    cdef uint8_t state[6]
+    text = d["@time"]
+    if PyDict_GET_SIZE(d) == 1 and type(text) is str and PyUnicode_IS_ASCII(text):
+        n = PyUnicode_GET_LENGTH(text)
+        p = <const unsigned char*>PyUnicode_DATA(text)
+        if (_clock(p, 0, n, state, &end) == 0
+                and _zoned_call(w, b"cdatetime\ntime\nC\x06", 17, state, 6, p, end, n)):
+            return 0
+    return _call(w, _encode_known.time_call(text, d.get("@tz")), depth)
 
 
 cdef int _m_date(Writer* w, object text, Py_ssize_t depth) except -1:
@@ -1597,23 +1601,15 @@ def _dict_items_walked(d, Py_ssize_t reopen=0):
     if read == NULL:
         raise MemoryError()
     try:
-        if reopen <= 0:
-            while n < size and zjc_dict_next(d, &pos, &k, &v):
-                read[2 * n] = k
-                read[2 * n + 1] = v
-                Py_INCREF(<object>k)
-                Py_INCREF(<object>v)
-                n += 1
-        else:
-            zjc_dict_run_open(d, 0, &run)
-            while n < size and zjc_dict_run_next(&run, &pos, &k, &v):
-                read[2 * n] = k
-                read[2 * n + 1] = v
-                Py_INCREF(<object>k)
-                Py_INCREF(<object>v)
-                n += 1
-                if n % reopen == 0:
-                    zjc_dict_run_open(d, pos, &run)
+        zjc_dict_run_open(d, 0, &run)
+        while n < size and (zjc_dict_run_next(&run, &pos, &k, &v) if reopen > 0 else zjc_dict_next(d, &pos, &k, &v)):
+            read[2 * n] = k
+            read[2 * n + 1] = v
+            Py_INCREF(<object>k)
+            Py_INCREF(<object>v)
+            n += 1
+            if reopen > 0 and n % reopen == 0:
+                zjc_dict_run_open(d, pos, &run)
         return [(<object>read[2 * i], <object>read[2 * i + 1]) for i in range(n)], zjc_dict_direct != 0
     finally:
         for i in range(2 * n):
