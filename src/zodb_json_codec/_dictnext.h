@@ -40,58 +40,15 @@ typedef struct {
 typedef struct { Py_hash_t me_hash; PyObject *me_key; PyObject *me_value; } zjc_general_entry;
 typedef struct { PyObject *me_key; PyObject *me_value; } zjc_text_entry;
 
-/* Where a table's entries start: after its 1 << dk_log2_index_bytes bytes of indices. */
-static inline const char *zjc_dict_entries(const zjc_dict_keys *keys) {
-    return keys->dk_indices + ((size_t)1 << keys->dk_log2_index_bytes);
-}
 #endif
 
 /* 1 once zjc_dict_next_init found the layout above to be this CPython's. */
 static int zjc_dict_direct = 0;
 
-#ifdef ZJC_DICT_LAYOUT
-/* PyDict_Next for a combined table of the layout above. */
-static inline int zjc_dict_next_direct(PyDictObject *mp, Py_ssize_t *pos, PyObject **key, PyObject **value) {
-    zjc_dict_keys *keys = (zjc_dict_keys *)mp->ma_keys;
-    Py_ssize_t i = *pos, n = keys->dk_nentries;
-    const char *entries = zjc_dict_entries(keys);
-    if (i < 0)
-        return 0;
-    if (keys->dk_kind != 0) {
-        const zjc_text_entry *e = (const zjc_text_entry *)entries;
-        while (i < n && e[i].me_value == NULL)
-            i++;
-        if (i >= n)
-            return 0;
-        *key = e[i].me_key;
-        *value = e[i].me_value;
-    } else {
-        const zjc_general_entry *e = (const zjc_general_entry *)entries;
-        while (i < n && e[i].me_value == NULL)
-            i++;
-        if (i >= n)
-            return 0;
-        *key = e[i].me_key;
-        *value = e[i].me_value;
-    }
-    *pos = i + 1;
-    return 1;
-}
-#endif
-
-/* PyDict_Next(d, pos, key, value) for a dict or a subclass of it (borrowed references). */
-static inline int zjc_dict_next(PyObject *d, Py_ssize_t *pos, PyObject **key, PyObject **value) {
-#ifdef ZJC_DICT_LAYOUT
-    if (zjc_dict_direct && ((PyDictObject *)d)->ma_values == NULL)
-        return zjc_dict_next_direct((PyDictObject *)d, pos, key, value);
-#endif
-    return PyDict_Next(d, pos, key, value);
-}
-
-/* A dict's entries from some position on, read one after another without going back to the dict for each
-   (zjc_dict_next does, about 20 instructions an item of a wide dict): _plain_dict's walk over items whose
-   writing runs no code.  Where code may have run, the run is opened again from the position reached, so the
-   table is read afresh as zjc_dict_next would.  Where zjc_dict_next calls PyDict_Next, so does the run. */
+/* A dict's entries from some position on, read one after another without going back to the dict for each:
+   _plain_dict's walk over items whose writing runs no code.  Where code may have run, the run is opened again
+   from the position reached, so the table is read afresh.  Where the layout is not known, or the table is
+   split, the run calls PyDict_Next. */
 typedef struct {
     PyObject *d;
     const char *at;     /* the next entry's me_key, or NULL: PyDict_Next */
@@ -99,31 +56,26 @@ typedef struct {
     size_t step;        /* an entry's size */
 } zjc_dict_run;
 
-#ifdef ZJC_DICT_LAYOUT
-/* The run over a combined table of the layout above from pos (>= 0) on. */
-static inline void zjc_dict_run_direct(PyDictObject *mp, Py_ssize_t pos, zjc_dict_run *r) {
-    zjc_dict_keys *keys = (zjc_dict_keys *)mp->ma_keys;
-    const char *entries = zjc_dict_entries(keys);
-    size_t key_at = keys->dk_kind != 0 ? offsetof(zjc_text_entry, me_key) : offsetof(zjc_general_entry, me_key);
-    r->step = keys->dk_kind != 0 ? sizeof(zjc_text_entry) : sizeof(zjc_general_entry);
-    r->at = entries + key_at + (size_t)pos * r->step;
-    r->end = entries + key_at + (size_t)(keys->dk_nentries > pos ? keys->dk_nentries : pos) * r->step;
-}
-#endif
-
 static inline void zjc_dict_run_open(PyObject *d, Py_ssize_t pos, zjc_dict_run *r) {
     r->d = d;
     r->at = r->end = NULL;
     r->step = 0;
 #ifdef ZJC_DICT_LAYOUT
-    if (zjc_dict_direct && ((PyDictObject *)d)->ma_values == NULL && pos >= 0)
-        zjc_dict_run_direct((PyDictObject *)d, pos, r);
+    if (zjc_dict_direct && ((PyDictObject *)d)->ma_values == NULL && pos >= 0) {
+        /* A combined table: its entries start after its 1 << dk_log2_index_bytes bytes of indices. */
+        zjc_dict_keys *keys = (zjc_dict_keys *)((PyDictObject *)d)->ma_keys;
+        const char *entries = keys->dk_indices + ((size_t)1 << keys->dk_log2_index_bytes);
+        size_t key_at = keys->dk_kind != 0 ? offsetof(zjc_text_entry, me_key) : offsetof(zjc_general_entry, me_key);
+        r->step = keys->dk_kind != 0 ? sizeof(zjc_text_entry) : sizeof(zjc_general_entry);
+        r->at = entries + key_at + (size_t)pos * r->step;
+        r->end = entries + key_at + (size_t)(keys->dk_nentries > pos ? keys->dk_nentries : pos) * r->step;
+    }
 #else
     (void)pos;  /* PyDict_Next keeps the position */
 #endif
 }
 
-/* The run's next item (borrowed references) and *pos past it, as zjc_dict_next: 1, or 0 at the dict's end. */
+/* The run's next item (borrowed references) and *pos past it, as PyDict_Next: 1, or 0 at the dict's end. */
 static inline int zjc_dict_run_next(zjc_dict_run *r, Py_ssize_t *pos, PyObject **key, PyObject **value) {
     if (r->at == NULL)
         return PyDict_Next(r->d, pos, key, value);
@@ -140,47 +92,44 @@ static inline int zjc_dict_run_next(zjc_dict_run *r, Py_ssize_t *pos, PyObject *
     return 0;
 }
 
+/* PyDict_Next(d, pos, key, value) for a dict or a subclass of it (borrowed references): a run of one step,
+   the table read afresh at each. */
+static inline int zjc_dict_next(PyObject *d, Py_ssize_t *pos, PyObject **key, PyObject **value) {
+    zjc_dict_run run;
+    zjc_dict_run_open(d, *pos, &run);
+    return zjc_dict_run_next(&run, pos, key, value);
+}
+
 /* The two items of d (borrowed references), in order, when the walk reads CPython's entries and d's table
    holds exactly two, none deleted (a record as json.loads or a dict display makes it): 1; else 0, and the
    caller walks d.  One look instead of a walk's three steps: about a fifth of a one-number record's encode. */
 static inline int zjc_dict_pair(PyObject *d, PyObject **k0, PyObject **v0, PyObject **k1, PyObject **v1) {
-#ifdef ZJC_DICT_LAYOUT
-    PyDictObject *mp = (PyDictObject *)d;
-    zjc_dict_keys *keys;
-    const char *entries;
-    if (!zjc_dict_direct || mp->ma_values != NULL || mp->ma_used != 2)
+    zjc_dict_run run;
+    PyObject *const *entry;
+    if (PyDict_GET_SIZE(d) != 2)
         return 0;
-    keys = (zjc_dict_keys *)mp->ma_keys;
-    if (keys->dk_nentries != 2)
-        return 0;  /* a deleted entry among them */
-    entries = zjc_dict_entries(keys);
-    if (keys->dk_kind != 0) {
-        const zjc_text_entry *e = (const zjc_text_entry *)entries;
-        *k0 = e[0].me_key; *v0 = e[0].me_value; *k1 = e[1].me_key; *v1 = e[1].me_value;
-    } else {
-        const zjc_general_entry *e = (const zjc_general_entry *)entries;
-        *k0 = e[0].me_key; *v0 = e[0].me_value; *k1 = e[1].me_key; *v1 = e[1].me_value;
-    }
+    zjc_dict_run_open(d, 0, &run);
+    if (run.at == NULL || run.end - run.at != 2 * (Py_ssize_t)run.step)
+        return 0;  /* PyDict_Next's walk, or a deleted entry among them */
+    entry = (PyObject *const *)run.at;
+    *k0 = entry[0];
+    *v0 = entry[1];
+    entry = (PyObject *const *)(run.at + run.step);
+    *k1 = entry[0];
+    *v1 = entry[1];
     return 1;
-#else
-    (void)d; (void)k0; (void)v0; (void)k1; (void)v1;
-    return 0;
-#endif
 }
 
 #ifdef ZJC_DICT_LAYOUT
-/* Do both walks of d give the same items? */
+/* Do zjc_dict_next, a run opened once and PyDict_Next give d's items alike? */
 static int zjc_dict_walks_agree(PyObject *d) {
     Py_ssize_t a = 0, b = 0, c = 0;
     PyObject *ka, *va, *kb, *vb, *kc, *vc;
     int more_a, more_b, more_c;
     zjc_dict_run run;
-    if (((PyDictObject *)d)->ma_values != NULL)
-        return 1;  /* a split table: zjc_dict_next calls PyDict_Next */
-    run.d = d;
-    zjc_dict_run_direct((PyDictObject *)d, 0, &run);
+    zjc_dict_run_open(d, 0, &run);
     do {
-        more_a = zjc_dict_next_direct((PyDictObject *)d, &a, &ka, &va);
+        more_a = zjc_dict_next(d, &a, &ka, &va);
         more_b = PyDict_Next(d, &b, &kb, &vb);
         more_c = zjc_dict_run_next(&run, &c, &kc, &vc);
         if (more_a != more_b || more_c != more_b
@@ -199,15 +148,10 @@ static PyObject *zjc_dict_sample(Py_ssize_t n, int text_keys, int holes) {
     for (i = 0; i < n; i++) {
         k = text_keys ? PyUnicode_FromFormat("k%zd", i) : PyLong_FromSsize_t(i);
         v = PyLong_FromSsize_t(i + 1000);
-        if (k == NULL || v == NULL || PyDict_SetItem(d, k, v) < 0) {
+        if (k == NULL || v == NULL || PyDict_SetItem(d, k, v) < 0
+                || (holes && i % 3 == 1 && PyDict_DelItem(d, k) < 0)) {
             Py_XDECREF(k);
             Py_XDECREF(v);
-            Py_DECREF(d);
-            return NULL;
-        }
-        if (holes && i % 3 == 1 && PyDict_DelItem(d, k) < 0) {
-            Py_DECREF(k);
-            Py_DECREF(v);
             Py_DECREF(d);
             return NULL;
         }
@@ -225,12 +169,15 @@ static int zjc_dict_next_init(void) {
     size_t s;
     int text_keys, holes, agree = 1;
     PyObject *d;
+    zjc_dict_direct = 1;  /* for zjc_dict_walks_agree: the walks it compares read the entries */
     for (s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
         for (text_keys = 0; text_keys < 2; text_keys++)
             for (holes = 0; holes < 2; holes++) {
                 d = zjc_dict_sample(sizes[s], text_keys, holes);
-                if (d == NULL)
+                if (d == NULL) {
+                    zjc_dict_direct = 0;
                     return -1;
+                }
                 agree = agree && zjc_dict_walks_agree(d);
                 Py_DECREF(d);
             }
