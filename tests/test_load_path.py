@@ -376,13 +376,13 @@ def check_utf8_string(twins, payload: bytes) -> None:
 @pytest.mark.parametrize("filler", ["a", "é", "中"])
 @pytest.mark.parametrize("size", [16, 31, 64, 100])
 def test_utf8_checked_block_by_block(twins, size, filler):
-    """Each sequence strict UTF-8 takes or refuses, at every position around the 16-byte blocks the compiled
+    """Each sequence strict UTF-8 takes or refuses, at every position around the 32-byte blocks the compiled
     reader checks at once."""
     for payload in utf8_texts(size, filler.encode()):
         check_utf8_string(twins, payload)
 
 
-#: Two-character and \u escapes: each ends a run the compiled reader copies and checks 16 bytes at a time.
+#: Two-character and \u escapes: each ends a run the compiled reader copies and checks 32 bytes at a time.
 RUN_ENDING_ESCAPES = [b'\\n', b'\\"', b'\\\\', b'\\/', b'\\u00e9', b'\\ud83d\\ude00']
 
 
@@ -403,7 +403,7 @@ def check_one_pass_utf8(twins, payload: bytes) -> None:
 @pytest.mark.parametrize("filler", ["a", "中"])
 def test_utf8_beside_escapes_checked_block_by_block(twins, escape, filler):
     """Each sequence strict UTF-8 takes or refuses, just before, just after and between escapes, and before
-    a long stretch of ASCII, at every position around the first 16-byte blocks and around the 64th byte."""
+    a long stretch of ASCII, at every position around the first 16 bytes and around the 64th byte."""
     for sequence in UTF8_SEQUENCES:
         for at in (*range(0, 18), *range(58, 76)):
             whole = at // len(filler.encode())

@@ -385,7 +385,7 @@ def test_records_with_large_texts(twins):
 @pytest.mark.parametrize("filler", ["a", "é", "中"])
 def test_long_strings_utf8_checked_block_by_block(twins, filler):
     """BINUNICODE payloads long enough to stay in the pickle on the compiled pg_json path, which checks their
-    UTF-8 16 bytes at a time, with each sequence strict UTF-8 takes or refuses (and U+0000, which such a
+    UTF-8 32 bytes at a time, with each sequence strict UTF-8 takes or refuses (and U+0000, which such a
     payload must not hold) at every position around those blocks: both twins give the same outcome."""
     size = 4160
     template = record({"text": "Q" * size}, 3)
@@ -445,7 +445,7 @@ def test_big_json_texts_with_a_wide_character_anywhere(twins, odd):
 
 @pytest.mark.parametrize("size", [33, 48, 65, 4100])
 def test_longer_strings_with_escapes_around_the_blocks(twins, size):
-    """The JSON writer copies what lies between escapes 16 bytes at a time: one or two characters that need
+    """The JSON writer copies what lies between escapes 32 bytes at a time: one or two characters that need
     escaping (or not: U+007F, non-ASCII) at every place of the last 40, after non-ASCII filler too; 4100
     bytes are escaped without the GIL."""
     texts = []

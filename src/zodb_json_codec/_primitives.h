@@ -12,6 +12,19 @@
 #include <string.h>
 #include "Python.h"
 
+/* The SIMD loops of all the headers: x86-64 with GCC or clang, each loop chosen when it runs by what the CPU
+   has (-DZJC_NO_SIMD: the plain C everywhere, as ARM and MSVC builds run it). */
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(ZJC_NO_SIMD)
+#define ZJC_X86_SIMD 1
+#include <tmmintrin.h>
+#endif
+
+#if defined(__GNUC__)
+#define ZJC_ALWAYS_INLINE static inline __attribute__((always_inline))
+#else
+#define ZJC_ALWAYS_INLINE static inline
+#endif
+
 static const char zjc_b64_alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 /* The base64 text of every 12-bit value: two characters per lookup (docs/design.md, "Fast paths"). */
@@ -71,9 +84,7 @@ static inline Py_ssize_t zjc_b64_size(const unsigned char *in, Py_ssize_t n) {
     return n / 4 * 3 - 2;
 }
 
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(ZJC_NO_SIMD)
-#define ZJC_SSSE3 1
-#include <tmmintrin.h>
+#ifdef ZJC_X86_SIMD
 /* 16 characters at a time (the SSSE3 decoder of Wojciech Mula and
    aklomp/base64): the number of characters done, all in the alphabet,
    with 16 bytes written per 12 decoded (out needs 4 bytes of slack). */
@@ -150,7 +161,7 @@ static inline int zjc_b64_decode_from(const unsigned char *in, Py_ssize_t n, uns
    modules that call this link the CPU check (with zig, its runtime: some 200 KB). */
 static inline int zjc_b64_decode(const unsigned char *in, Py_ssize_t n, unsigned char *out) {
     Py_ssize_t i = 0;
-#ifdef ZJC_SSSE3
+#ifdef ZJC_X86_SIMD
     Py_ssize_t full = n >= 4 && in[n - 1] == '=' ? n - 4 : n;
     if (full >= 32 && __builtin_cpu_supports("ssse3")) {
         i = zjc_b64_ssse3(in, full, out);

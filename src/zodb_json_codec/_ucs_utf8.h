@@ -7,28 +7,13 @@
    zjc_utf8_of_ucs takes a str's characters as CPython stores them (kind 1, 2 or 4 bytes each).  On x86-64
    CPUs with SSSE3, 2- and 4-byte strs go 8 characters a step (zjc_bmp_block8_ssse3: any mix of one-, two-
    and three-byte characters, as simdutf's UTF-16 to UTF-8 transcoder does it; a block of a 4-byte str with
-   a character past U+FFFF, a character at a time).  Elsewhere, and in 1-byte strs (mostly ASCII, where a
-   block of 16 does more), ASCII goes a block of 16 or 8 characters a step and the others one by one. */
+   a character past U+FFFF, a character at a time).  In 1-byte strs (mostly ASCII), ASCII goes a block of 16
+   characters a step (SSE2) and the others one by one; elsewhere, every character one by one. */
 
 #ifndef ZJC_UCS_UTF8_H
 #define ZJC_UCS_UTF8_H
 
-#include <stdint.h>
-#include <string.h>
-#include "Python.h"
-
-#if defined(__SSE2__) && defined(__GNUC__) && !defined(ZJC_NO_SIMD)
-#include <emmintrin.h>
-#endif
-#if defined(__GNUC__)
-#define ZJC_ALWAYS_INLINE static inline __attribute__((always_inline))
-#else
-#define ZJC_ALWAYS_INLINE static inline
-#endif
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(ZJC_NO_SIMD)
-#define ZJC_UCS_SSSE3 1
-#include <tmmintrin.h>
-#endif
+#include "_primitives.h"
 
 /* The characters of s if it is a compact ASCII str, which are its UTF-8 (nearly every key and many values
    of a record), with their number in *n; else NULL.  One test of the str's state, where PyUnicode_DATA
@@ -94,56 +79,25 @@ static inline unsigned char *zjc_code_point(unsigned char *o, uint32_t c) {
     return o + 4;
 }
 
-/* Where SSE2 is not: copy the ASCII characters p[0:count] begins with to o, and return how many. */
-#define ZJC_ASCII_PREFIX(p, o, count) do { \
-        int k_ = 0; \
-        while (k_ < (count) && (p)[k_] < 0x80) { (o)[k_] = (unsigned char)(p)[k_]; k_++; } \
-        return k_; \
-    } while (0)
-
 /* The 16 1-byte characters at p copied to o (room for 16 bytes): how many of them lead up to the first
    that is not ASCII (16: none is). */
 static inline int zjc_ascii_run16(const Py_UCS1 *p, unsigned char *o) {
-#if defined(__SSE2__) && defined(__GNUC__) && !defined(ZJC_NO_SIMD)
+#ifdef ZJC_X86_SIMD
     __m128i x = _mm_loadu_si128((const __m128i *)p);
     int mask = _mm_movemask_epi8(x);
     _mm_storeu_si128((__m128i *)o, x);
     return mask ? __builtin_ctz((unsigned int)mask) : 16;
 #else
-    ZJC_ASCII_PREFIX(p, o, 16);
+    int k = 0;
+    while (k < 16 && p[k] < 0x80) {
+        o[k] = p[k];
+        k++;
+    }
+    return k;
 #endif
 }
 
-/* The same for 8 2-byte characters (room for 8 bytes at o). */
-static inline int zjc_ascii_run8(const Py_UCS2 *p, unsigned char *o) {
-#if defined(__SSE2__) && defined(__GNUC__) && !defined(ZJC_NO_SIMD)
-    __m128i x = _mm_loadu_si128((const __m128i *)p);
-    __m128i ascii = _mm_cmpeq_epi16(_mm_and_si128(x, _mm_set1_epi16((short)0xFF80)), _mm_setzero_si128());
-    unsigned int mask = (unsigned int)_mm_movemask_epi8(ascii);
-    _mm_storel_epi64((__m128i *)o, _mm_packus_epi16(x, x));
-    return mask == 0xFFFFu ? 8 : __builtin_ctz(~mask) / 2;
-#else
-    ZJC_ASCII_PREFIX(p, o, 8);
-#endif
-}
-
-/* The same for 8 4-byte characters (room for 8 bytes at o). */
-static inline int zjc_ascii_run8_wide(const Py_UCS4 *p, unsigned char *o) {
-#if defined(__SSE2__) && defined(__GNUC__) && !defined(ZJC_NO_SIMD)
-    __m128i a = _mm_loadu_si128((const __m128i *)p), b = _mm_loadu_si128((const __m128i *)(p + 4));
-    __m128i high = _mm_set1_epi32((int)0xFFFFFF80), zero = _mm_setzero_si128();
-    __m128i ascii = _mm_packs_epi32(_mm_cmpeq_epi32(_mm_and_si128(a, high), zero),
-                                    _mm_cmpeq_epi32(_mm_and_si128(b, high), zero));
-    unsigned int mask = (unsigned int)_mm_movemask_epi8(ascii);
-    __m128i units = _mm_packs_epi32(a, b);  /* the ASCII ones fit in 16 bits, and then in 8 */
-    _mm_storel_epi64((__m128i *)o, _mm_packus_epi16(units, units));
-    return mask == 0xFFFFu ? 8 : __builtin_ctz(~mask) / 2;
-#else
-    ZJC_ASCII_PREFIX(p, o, 8);
-#endif
-}
-
-#ifdef ZJC_UCS_SSSE3
+#ifdef ZJC_X86_SIMD
 /* For each way four characters can be one, two or three UTF-8 bytes long (index: two bits a character,
    the low one "one byte", the high one "one or two"), how many bytes they make and the byte shuffle that
    picks them, in order, from the 16 bytes zjc_bmp_block8_ssse3 makes for them (4 a character: the
@@ -228,16 +182,14 @@ static int zjc_ucs4_block8_ssse3(const Py_UCS4 *p, unsigned char *o) {
     return zjc_bmp_block8_ssse3(_mm_unpacklo_epi64(_mm_shuffle_epi8(a, low_halves),
                                                    _mm_shuffle_epi8(b, low_halves)), o);
 }
-#endif
 
-#ifdef ZJC_UCS_SSSE3
 /* Whether zjc_utf8_of_ucs may take a 2- or 4-byte str 8 characters a step (the table is built, the CPU can). */
 static int zjc_bmp_blocks = 0;
 #endif
 
 /* Call once before zjc_utf8_of_ucs (module initialisation: no thread can be converting yet). */
 static inline int zjc_ucs_utf8_init(void) {
-#ifdef ZJC_UCS_SSSE3
+#ifdef ZJC_X86_SIMD
     if (__builtin_cpu_supports("ssse3")) {
         zjc_build_pack_123();
         zjc_bmp_blocks = 1;
@@ -253,11 +205,10 @@ ZJC_ALWAYS_INLINE Py_ssize_t zjc_utf8_of_width(int kind, const void *data, Py_ss
     const Py_UCS1 *p1 = (const Py_UCS1 *)data;
     const Py_UCS2 *p2 = (const Py_UCS2 *)data;
     const Py_UCS4 *p4 = (const Py_UCS4 *)data;
-    const Py_ssize_t block = kind == 1 ? 16 : 8;
     Py_ssize_t i = 0, k;
     unsigned char *o = out;
     uint32_t c;
-#ifdef ZJC_UCS_SSSE3
+#ifdef ZJC_X86_SIMD
     if (kind != 1 && zjc_bmp_blocks) {
         for (; i + 8 <= n; i += 8) {
             k = kind == 2 ? zjc_ucs2_block8_ssse3(p2 + i, o) : zjc_ucs4_block8_ssse3(p4 + i, o);
@@ -275,20 +226,16 @@ ZJC_ALWAYS_INLINE Py_ssize_t zjc_utf8_of_width(int kind, const void *data, Py_ss
     }
 #endif
     while (i < n) {
-        while (i + block <= n) {
-            k = kind == 1 ? zjc_ascii_run16(p1 + i, o) : kind == 2 ? zjc_ascii_run8(p2 + i, o)
-                                                                  : zjc_ascii_run8_wide(p4 + i, o);
+        c = kind == 1 ? p1[i] : kind == 2 ? p2[i] : p4[i];
+        if (kind == 1 && c < 0x80 && i + 16 <= n) {  /* mostly ASCII: as far as a block of 16 is, at once */
+            k = zjc_ascii_run16(p1 + i, o);
             o += k;
             i += k;
-            if (k < block) break;
+            continue;
         }
-        while (i < n) {
-            c = kind == 1 ? p1[i] : kind == 2 ? p2[i] : p4[i];
-            if (c < 0x80 && i + block <= n) break;  /* back to whole blocks */
-            if (c >= 0xD800 && c <= 0xDFFF) return -1;
-            o = zjc_code_point(o, c);
-            i++;
-        }
+        if (c >= 0xD800 && c <= 0xDFFF) return -1;
+        o = zjc_code_point(o, c);
+        i++;
     }
     return o - out;
 }
@@ -322,11 +269,11 @@ ZJC_ALWAYS_INLINE void zjc_units_of_width(int kind, const unsigned char *p, Py_s
     Py_ssize_t i = 0, j = 0;
     int size;
     Py_UCS4 c;
-#if !(defined(__SSE2__) && defined(__GNUC__) && !defined(ZJC_NO_SIMD))
+#ifndef ZJC_X86_SIMD
     (void)chars;  /* only the 16-byte steps need it */
 #endif
     while (i < n) {
-#if defined(__SSE2__) && defined(__GNUC__) && !defined(ZJC_NO_SIMD)
+#ifdef ZJC_X86_SIMD
         if (p[i] < 0x80 && i + 16 <= n && j + 16 <= chars) {
             const __m128i x = _mm_loadu_si128((const __m128i *)(p + i)), zero = _mm_setzero_si128();
             const int mask = _mm_movemask_epi8(x);

@@ -7,21 +7,20 @@
    prefix (the offset of the first error, for the error message); with no_nul, a zero byte counts as an error
    too (the decoder's text spans never hold U+0000: such text takes the @ns route).
 
-   On x86-64 CPUs with SSSE3 (all since about 2006), texts of 16 bytes and more are first checked 16 bytes at
-   a time with the table lookups of Keiser and Lemire ("Validating UTF-8 in less than one instruction per
-   byte", Software: Practice and Experience, 2021; the algorithm of simdjson and simdutf): three 16-entry
-   tables, indexed by the nibbles of each byte and of the byte before it, flag every two-byte pattern that
-   cannot occur, and a comparison with the bytes two and three back checks the third and fourth bytes of
-   long sequences.  Only when a text fails that check does the byte-at-a-time loop run, to find where.
-   Where the CPU has AVX2 (chosen when it runs, as SSSE3 is), texts of 32 bytes and more go 32 bytes a step
-   with the same tables: the check, and zjc_json_run, the loop of every JSON string. */
+   On x86-64 CPUs with AVX2 (chosen when it runs), texts of 32 bytes and more are first checked 32 bytes at a
+   time with the table lookups of Keiser and Lemire ("Validating UTF-8 in less than one instruction per byte",
+   Software: Practice and Experience, 2021; the algorithm of simdjson and simdutf): three 16-entry tables,
+   indexed by the nibbles of each byte and of the byte before it, flag every two-byte pattern that cannot
+   occur, and a comparison with the bytes two and three back checks the third and fourth bytes of long
+   sequences.  Only when a text fails that check does the byte-at-a-time loop run, to find where.  The same
+   32-byte steps make zjc_json_run, the loop of every JSON string.  Shorter texts, and other CPUs, take the
+   plain C. */
 
 #ifndef ZJC_UTF8_H
 #define ZJC_UTF8_H
 
 #include <stddef.h>
-#include <string.h>
-#include "Python.h"
+#include "_primitives.h"
 
 /* The byte-at-a-time check: the length of the longest strict UTF-8 prefix of p[0:n] (n when all is). */
 static Py_ssize_t zjc_utf8_prefix_bytewise(const unsigned char *p, Py_ssize_t n, int no_nul) {
@@ -57,13 +56,9 @@ static Py_ssize_t zjc_utf8_prefix_bytewise(const unsigned char *p, Py_ssize_t n,
     return n;
 }
 
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(ZJC_NO_SIMD)
-#define ZJC_UTF8_SSSE3 1
-#include <tmmintrin.h>
-#ifndef ZJC_NO_AVX2  /* -DZJC_NO_AVX2: the 16-byte loops only, as a CPU without AVX2 runs them (tested so) */
+#if defined(ZJC_X86_SIMD) && !defined(ZJC_NO_AVX2)  /* -DZJC_NO_AVX2: the plain C, as a CPU without AVX2 runs it */
 #define ZJC_UTF8_AVX2 1
 #include <immintrin.h>
-#endif
 
 /* What a byte and the one before it may not be (the bits of the three tables below). */
 #define ZJC_TOO_SHORT 1      /* a lead byte not followed by a continuation byte */
@@ -103,65 +98,6 @@ static Py_ssize_t zjc_utf8_prefix_bytewise(const unsigned char *p, Py_ssize_t n,
     ZJC_C(ZJC_TOO_LONG | ZJC_OVERLONG_2 | ZJC_TWO_CONTS | ZJC_SURROGATE | ZJC_TOO_LARGE), \
     ZJC_TOO_SHORT, ZJC_TOO_SHORT, ZJC_TOO_SHORT, ZJC_TOO_SHORT
 
-/* Error bits of the 16 bytes x, given the 16 before them (prev). */
-__attribute__((target("ssse3")))
-static inline __m128i zjc_utf8_block_errors(__m128i x, __m128i prev) {
-    const __m128i nibble = _mm_set1_epi8(0x0F);
-    const __m128i first_high = _mm_setr_epi8(ZJC_FIRST_HIGH);
-    const __m128i first_low = _mm_setr_epi8(ZJC_FIRST_LOW);
-    const __m128i second_high = _mm_setr_epi8(ZJC_SECOND_HIGH);
-    __m128i prev1 = _mm_alignr_epi8(x, prev, 15);
-    __m128i special = _mm_and_si128(
-        _mm_and_si128(_mm_shuffle_epi8(first_high, _mm_and_si128(_mm_srli_epi16(prev1, 4), nibble)),
-                      _mm_shuffle_epi8(first_low, _mm_and_si128(prev1, nibble))),
-        _mm_shuffle_epi8(second_high, _mm_and_si128(_mm_srli_epi16(x, 4), nibble)));
-    /* The third and fourth bytes of a sequence: two continuations there are right, anything else wrong. */
-    __m128i third = _mm_subs_epu8(_mm_alignr_epi8(x, prev, 14), _mm_set1_epi8(ZJC_C(0xE0 - 0x80)));
-    __m128i fourth = _mm_subs_epu8(_mm_alignr_epi8(x, prev, 13), _mm_set1_epi8(ZJC_C(0xF0 - 0x80)));
-    __m128i must_continue = _mm_and_si128(_mm_or_si128(third, fourth), _mm_set1_epi8(ZJC_C(0x80)));
-    return _mm_xor_si128(must_continue, special);
-}
-
-/* Nonzero where prev (a block) ends with a lead byte whose sequence it cannot finish. */
-__attribute__((target("ssse3")))
-static inline __m128i zjc_utf8_unfinished(__m128i prev) {
-    return _mm_subs_epu8(prev, _mm_setr_epi8(ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF),
-        ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF), ZJC_C(0xFF),
-        ZJC_C(0xF0 - 1), ZJC_C(0xE0 - 1), ZJC_C(0xC0 - 1)));
-}
-
-/* The error bits of the block x after the block prev: an ASCII block is right unless prev was unfinished. */
-__attribute__((target("ssse3")))
-static inline __m128i zjc_utf8_next_errors(__m128i x, __m128i prev) {
-    return _mm_movemask_epi8(x) == 0 ? zjc_utf8_unfinished(prev) : zjc_utf8_block_errors(x, prev);
-}
-
-/* Is p[0:n] strict UTF-8 (without zero bytes, with no_nul)?  16 bytes at a time; the last partial block is
-   padded with spaces, which also ends a truncated sequence as an error. */
-__attribute__((target("ssse3")))
-static int zjc_utf8_valid_ssse3(const unsigned char *p, Py_ssize_t n, int no_nul) {
-    const __m128i zero = _mm_setzero_si128();
-    __m128i prev = zero, errors = zero, x;
-    unsigned char tail[16];
-    Py_ssize_t i = 0;
-    while (i < n) {
-        if (i + 16 <= n) {
-            x = _mm_loadu_si128((const __m128i *)(p + i));
-        } else {
-            memset(tail, ' ', 16);
-            memcpy(tail, p + i, (size_t)(n - i));
-            x = _mm_loadu_si128((const __m128i *)tail);
-        }
-        if (no_nul) errors = _mm_or_si128(errors, _mm_cmpeq_epi8(x, zero));
-        errors = _mm_or_si128(errors, zjc_utf8_next_errors(x, prev));
-        prev = x;
-        i += 16;
-    }
-    errors = _mm_or_si128(errors, zjc_utf8_unfinished(prev));
-    return _mm_movemask_epi8(_mm_cmpeq_epi8(errors, zero)) == 0xFFFF;
-}
-#endif
-
 
 /* JSON string text: the offset of the first '"', backslash or control character in p[0:n], else n. */
 static Py_ssize_t zjc_string_run(const unsigned char *p, Py_ssize_t n) {
@@ -172,56 +108,9 @@ static Py_ssize_t zjc_string_run(const unsigned char *p, Py_ssize_t n) {
     return n;
 }
 
-#ifdef ZJC_UTF8_SSSE3
-/* zjc_json_run, 16 bytes at a time: each block is looked at for the run's end, stored (o has room for n bytes)
-   and checked as UTF-8 with the bytes from the run's end on replaced by spaces, which also ends a sequence
-   truncated there as an error. */
-__attribute__((target("ssse3")))
-static Py_ssize_t zjc_json_run_ssse3(const unsigned char *p, Py_ssize_t n, unsigned char *o, int check_utf8,
-                                     int *bad) {
-    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8(92), c1f = _mm_set1_epi8(0x1F);
-    const __m128i spaces = _mm_set1_epi8(' '), zero = _mm_setzero_si128();
-    const __m128i iota = _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    __m128i prev = zero, errors = zero, x, keep;
-    unsigned char tail[16];
-    Py_ssize_t i = 0;
-    int mask, k, partial;
-    while (i < n) {
-        partial = i + 16 > n;
-        if (partial) {
-            memset(tail, ' ', 16);
-            memcpy(tail, p + i, (size_t)(n - i));
-            x = _mm_loadu_si128((const __m128i *)tail);
-        } else {
-            x = _mm_loadu_si128((const __m128i *)(p + i));
-        }
-        mask = _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, backslash)),
-                                              _mm_cmpeq_epi8(_mm_min_epu8(x, c1f), x)));
-        k = mask ? __builtin_ctz((unsigned int)mask) : partial ? (int)(n - i) : 16;
-        if (partial) memcpy(o + i, p + i, (size_t)k);
-        else _mm_storeu_si128((__m128i *)(o + i), x);
-        if (check_utf8) {
-            if (k < 16) {
-                keep = _mm_cmpgt_epi8(_mm_set1_epi8((char)k), iota);
-                x = _mm_or_si128(_mm_and_si128(keep, x), _mm_andnot_si128(keep, spaces));
-            }
-            errors = _mm_or_si128(errors, zjc_utf8_next_errors(x, prev));
-            prev = x;
-        }
-        i += k;
-        if (k < 16) break;
-    }
-    if (check_utf8) {
-        errors = _mm_or_si128(errors, zjc_utf8_unfinished(prev));
-        if (_mm_movemask_epi8(_mm_cmpeq_epi8(errors, zero)) != 0xFFFF) *bad = 1;
-    }
-    return i;
-}
-#endif
-
-#ifdef ZJC_UTF8_AVX2
-/* zjc_utf8_block_errors of 32 bytes (both 16-byte lanes at once, as simdjson's AVX2 kernel does it): the bytes
-   one, two and three back come across the lanes from prev by a permute and an align. */
+/* Error bits of the 32 bytes x, given the 32 before them (prev), both 16-byte lanes at once as simdjson's AVX2
+   kernel does it: the bytes one, two and three back come across the lanes from prev by a permute and an
+   align. */
 __attribute__((target("avx2")))
 static inline __m256i zjc_utf8_block_errors_avx2(__m256i x, __m256i prev) {
     const __m256i nibble = _mm256_set1_epi8(0x0F);
@@ -234,6 +123,7 @@ static inline __m256i zjc_utf8_block_errors_avx2(__m256i x, __m256i prev) {
         _mm256_and_si256(_mm256_shuffle_epi8(first_high, _mm256_and_si256(_mm256_srli_epi16(prev1, 4), nibble)),
                          _mm256_shuffle_epi8(first_low, _mm256_and_si256(prev1, nibble))),
         _mm256_shuffle_epi8(second_high, _mm256_and_si256(_mm256_srli_epi16(x, 4), nibble)));
+    /* The third and fourth bytes of a sequence: two continuations there are right, anything else wrong. */
     __m256i third = _mm256_subs_epu8(_mm256_alignr_epi8(x, across, 14), _mm256_set1_epi8(ZJC_C(0xE0 - 0x80)));
     __m256i fourth = _mm256_subs_epu8(_mm256_alignr_epi8(x, across, 13), _mm256_set1_epi8(ZJC_C(0xF0 - 0x80)));
     __m256i must_continue = _mm256_and_si256(_mm256_or_si256(third, fourth), _mm256_set1_epi8(ZJC_C(0x80)));
@@ -248,8 +138,9 @@ static inline __m256i zjc_utf8_unfinished_avx2(__m256i prev) {
         f, f, f, f, f, f, f, ZJC_C(0xF0 - 1), ZJC_C(0xE0 - 1), ZJC_C(0xC0 - 1)));
 }
 
-/* zjc_json_run_ssse3 32 bytes at a time, for CPUs with AVX2 (x86-64 since about 2013): each block looked at
-   for the run's end, stored, and checked as UTF-8 with the bytes from the run's end on made spaces. */
+/* zjc_json_run 32 bytes at a time, for CPUs with AVX2 (x86-64 since about 2013): each block is looked at for
+   the run's end, stored (o has room for n bytes) and checked as UTF-8 with the bytes from the run's end on
+   replaced by spaces, which also ends a sequence truncated there as an error. */
 __attribute__((target("avx2")))
 static Py_ssize_t zjc_json_run_avx2(const unsigned char *p, Py_ssize_t n, unsigned char *o, int check_utf8,
                                     int *bad) {
@@ -295,10 +186,9 @@ static Py_ssize_t zjc_json_run_avx2(const unsigned char *p, Py_ssize_t n, unsign
     }
     return i;
 }
-#endif
 
-#ifdef ZJC_UTF8_AVX2
-/* zjc_utf8_valid_ssse3 32 bytes at a time, for CPUs with AVX2. */
+/* Is p[0:n] strict UTF-8 (without zero bytes, with no_nul)?  32 bytes at a time; the last partial block is
+   padded with spaces, which also ends a truncated sequence as an error. */
 __attribute__((target("avx2")))
 static int zjc_utf8_valid_avx2(const unsigned char *p, Py_ssize_t n, int no_nul) {
     const __m256i zero = _mm256_setzero_si256(), spaces = _mm256_set1_epi8(' ');
@@ -327,32 +217,23 @@ static int zjc_utf8_valid_avx2(const unsigned char *p, Py_ssize_t n, int no_nul)
 /* The length of the longest strict UTF-8 prefix of p[0:n]: n when all of it is. */
 static inline Py_ssize_t zjc_utf8_prefix(const unsigned char *p, Py_ssize_t n, int no_nul) {
 #ifdef ZJC_UTF8_AVX2
-    if (n >= 32 && __builtin_cpu_supports("avx2")) {
-        if (zjc_utf8_valid_avx2(p, n, no_nul)) return n;
-        return zjc_utf8_prefix_bytewise(p, n, no_nul);
-    }
-#endif
-#ifdef ZJC_UTF8_SSSE3
-    if (n >= 16 && __builtin_cpu_supports("ssse3") && zjc_utf8_valid_ssse3(p, n, no_nul)) return n;
+    if (n >= 32 && __builtin_cpu_supports("avx2") && zjc_utf8_valid_avx2(p, n, no_nul)) return n;
 #endif
     return zjc_utf8_prefix_bytewise(p, n, no_nul);
 }
 
 /* The run of JSON string text at p[0:n] up to its first '"', backslash or control character, copied to o (room
-   for n bytes; whole blocks of 16 are stored as they are); its length.  With check_utf8, *bad is set when the
+   for n bytes; whole blocks of 32 are stored as they are); its length.  With check_utf8, *bad is set when the
    run is not strict UTF-8 (zjc_utf8_prefix then says where). */
 static inline Py_ssize_t zjc_json_run(const unsigned char *p, Py_ssize_t n, unsigned char *o, int check_utf8,
                                       int *bad) {
     Py_ssize_t k;
-#ifdef ZJC_UTF8_SSSE3
 #ifdef ZJC_UTF8_AVX2
     /* A text shorter than a block would take AVX2's slower last-block path at once: most keys and values. */
     if (n >= 32 && __builtin_cpu_supports("avx2")) return zjc_json_run_avx2(p, n, o, check_utf8, bad);
 #endif
-    if (__builtin_cpu_supports("ssse3")) return zjc_json_run_ssse3(p, n, o, check_utf8, bad);
-#endif
     k = zjc_string_run(p, n);
-    if (check_utf8 && zjc_utf8_prefix(p, k, 0) != k) *bad = 1;
+    if (check_utf8 && zjc_utf8_prefix_bytewise(p, k, 0) != k) *bad = 1;
     memcpy(o, p, (size_t)k);
     return k;
 }
