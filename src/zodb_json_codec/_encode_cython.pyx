@@ -1765,25 +1765,23 @@ dict_to_pickle, _json_to_pickle_by_value = public_functions(_pickle_value)
 # ---------------------------------------------------------------------------
 
 # One pass over UTF-8 JSON text writing what the walk above writes for the value json.loads would give:
-# plain values, and the markers real records hold most (references, @kv states, the one-key markers,
-# instances), are written as they are read; any other dict whose first key starts with "@" is built as
-# a Python value and handed to _value (at the top: to the callers' own rules).  Anything else (an error,
-# a duplicate or escaped key, an integer of more than 4000 digits, nesting deeper than the C walk) makes
-# the reader give up (_Bail), and the caller takes the normative way (_jsonread + the encoder), which
-# gives the same bytes or the exact error.  Strings longer than 64 KB are copied with the GIL released.
+# plain values, and the markers real records hold most (references, @kv states, tuples, instances), are
+# written as they are read; the common one-key markers' values and any other dict whose first key starts
+# with "@" are built as Python values and handed to the walk (at the top: to the record's own rules).  Anything else (an error, a duplicate or
+# escaped key, a number of more than 418 characters, nesting deeper than the C walk) makes the reader
+# give up (_Bail), and the caller takes the normative way (_jsonread + the encoder), which gives the
+# same bytes or the exact error.  Strings longer than 64 KB are copied with the GIL released.
 
 cdef extern from "Python.h":
     double PyOS_string_to_double(const char* s, char** endptr, PyObject* overflow_exception) except? -1.0
     object PyLong_FromString(const char* s, char** pend, int base)
     object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
     object PyUnicode_FromStringAndSize(const char* s, Py_ssize_t size)
-    const char* PyUnicode_AsUTF8AndSize(object s, Py_ssize_t* size) except NULL
 
 cdef enum:
     _KEY_SLOTS = 64              # the duplicate-key table on the C stack; grows on the heap
     _NOGIL_RUN = 1 << 16         # strings longer than this are copied without the GIL
     _FAST_INT_DIGITS = 18        # integers of up to this many digits fit a long long
-    _LONG_INT_DIGITS = 4000      # longer ones are left to _jsonread (as its own fast path does)
 
 
 class _Bail(Exception):
@@ -2008,16 +2006,13 @@ cdef object _number_value(Reader* r, bint* is_float, long long* small, double* r
         return None
     if fraction and _fast_decimal(p, digits_start, i, negative, real):
         return None
-    if i - start >= (<Py_ssize_t>sizeof(buf)) - 1 and (fraction or i - digits_start > _LONG_INT_DIGITS):
-        _bail()
-    if i - start < (<Py_ssize_t>sizeof(buf)) - 1:
-        memcpy(buf, p + start, <size_t>(i - start))
-        buf[i - start] = 0
-        if fraction:
-            return PyOS_string_to_double(buf, NULL, NULL)
-        return PyLong_FromString(buf, NULL, 10)
-    text = PyBytes_FromStringAndSize(<const char*>p + start, i - start)
-    return PyLong_FromString(<bytes>text, NULL, 10)
+    if i - start >= (<Py_ssize_t>sizeof(buf)) - 1:
+        _bail()  # a number of 419 characters or more: left to _jsonread
+    memcpy(buf, p + start, <size_t>(i - start))
+    buf[i - start] = 0
+    if fraction:
+        return PyOS_string_to_double(buf, NULL, NULL)
+    return PyLong_FromString(buf, NULL, 10)
 
 
 cdef int _json_number(Reader* r, Writer* w) except -1:
@@ -2062,9 +2057,9 @@ cdef int _json_value(Reader* r, Writer* w, Py_ssize_t depth) except -1:
         if depth > _C_WALK:
             return _bail()
         if _marker_ahead(r):
-            if (w.expand_refs and _json_ref(r, w)) or _json_one_key_marker(r, w, depth) or _json_instance(r, w, depth):
+            if _json_one_key_marker(r, w, depth) or _json_instance(r, w, depth):
                 return 0
-            return _value(w, _json_build(r, depth), depth)  # the levels built count from here on
+            return _value(w, _json_build(r, w, depth), depth)  # the levels built count from here on
         return _json_dict(r, w, depth)
     if c == b'[':
         return _json_list(r, w, depth)
@@ -2079,31 +2074,35 @@ cdef int _json_value(Reader* r, Writer* w, Py_ssize_t depth) except -1:
     return _bail()
 
 
-cdef inline bint _opened(Reader* r, Writer* w, Py_ssize_t depth, uint8_t empty_op, unsigned char close) except -1:
-    """A list or dict at r.i: its empty_op, then MARK and True if items follow, False if it is empty (read)."""
-    if depth > _C_WALK:
-        return _bail()
-    _op(w, empty_op)
-    if _empty(r, close):
-        return False
-    _op(w, MARK)
-    return True
+cdef inline Py_ssize_t _json_items(Reader* r, Writer* w, Py_ssize_t depth) except -1:
+    """The items of the list whose '[' is at r.i, each written at depth, r.i after its ']': how many."""
+    cdef Py_ssize_t count = 0
+    if not _empty(r, b']'):
+        while True:
+            _json_value(r, w, depth)
+            count += 1
+            if not _more(r, b']'):
+                break
+    return count
 
 
 cdef int _json_list(Reader* r, Writer* w, Py_ssize_t depth) except -1:
-    if _opened(r, w, depth, EMPTY_LIST, b']'):
-        while True:
-            _json_value(r, w, depth + 1)
-            if not _more(r, b']'):
-                return _op(w, APPENDS)
+    if depth > _C_WALK:
+        return _bail()
+    _op2(w, EMPTY_LIST, MARK)
+    if _json_items(r, w, depth + 1):
+        return _op(w, APPENDS)
+    w.pos -= 1  # no items: no MARK
     return 0
 
 
 cdef int _json_dict(Reader* r, Writer* w, Py_ssize_t depth) except -1:
     """A dict whose first key does not start with "@": a plain dict (no marker has such a key)."""
     cdef Py_ssize_t serial
-    if not _opened(r, w, depth, EMPTY_DICT, b'}'):
+    _op(w, EMPTY_DICT)  # (depth: checked by _json_value)
+    if _empty(r, b'}'):
         return 0
+    _op(w, MARK)
     r.serial += 1
     serial = r.serial
     while True:
@@ -2182,15 +2181,10 @@ cdef inline Py_ssize_t _quoted_run(Reader* r) noexcept:
 
 
 cdef int _json_ref(Reader* r, Writer* w) except -1:
-    """A reference at r.i (a '{') in a decoder's compact form written as _ref writes it: 1; else 0, nothing read."""
-    cdef Py_ssize_t save_i = r.i, save_pos = w.pos, oid_at, oid_size, dot
+    """A reference's id at r.i (after its "@ref":) in a decoder's compact form, and the '}', written as _ref writes
+    the reference: 1; else 0, nothing read or written."""
+    cdef Py_ssize_t save_i = r.i, save_pos = w.pos, oid_at = r.i + 1, oid_size, dot
     cdef ClassHead pair
-    r.i += 1
-    _ws(r)
-    if not _at_key(r, b'"@ref"', 6):
-        r.i = save_i
-        return 0
-    oid_at = r.i + 1
     if r.i < r.n and r.p[r.i] == 34:
         oid_size = _quoted_run(r)
         if oid_size >= 0 and _expect(r, b'}') and _write_oid(w, r.p + oid_at, oid_size):
@@ -2208,72 +2202,57 @@ cdef int _json_ref(Reader* r, Writer* w) except -1:
     return 0
 
 
-# The one-key markers the reader writes without building their dict.
+# The one-key markers the reader writes from their value, built as json.loads builds it (a tuple's and a set's
+# items are written as they are read: a tuple holds references and instances).  _marker writes these kinds
+# from the value alone.
 cdef uint64_t _SHORT_MARKERS = (_bit(KEY_B) | _bit(KEY_DT) | _bit(KEY_DEC) | _bit(KEY_DATE) | _bit(KEY_UUID)
-                                | _bit(KEY_T) | _bit(KEY_SET) | _bit(KEY_FSET) | _bit(KEY_TD) | _bit(KEY_NS))
+                                | _bit(KEY_T) | _bit(KEY_SET) | _bit(KEY_FSET) | _bit(KEY_TD) | _bit(KEY_NS)
+                                | _bit(KEY_REF))
 
 
 cdef int _short_marker_key(Reader* r) noexcept:
     """The Key of the one-key marker of _SHORT_MARKERS whose key (plain, unescaped) is at r.i, r.i after the
     ':' and whitespace; else -1, r.i unchanged."""
-    cdef Py_ssize_t start = r.i + 1, end = r.i + 1
-    if r.i + 1 >= r.n or r.p[r.i] != 34 or r.p[r.i + 1] != 64:  # "@
-        return -1
-    while end < r.n and end - start <= _KEY_MAX and r.p[end] != 34 and r.p[end] != 92:  # " and backslash
-        end += 1
-    if end >= r.n or r.p[end] != 34:
-        return -1
-    cdef int key = _key_of(<const char*>r.p + start, end - start)
-    if key < 0 or not (_bit(key) & _SHORT_MARKERS) or not _at_key(r, <const char*>r.p + r.i, end + 1 - r.i):
-        return -1
-    return key
+    cdef Py_ssize_t save = r.i, start = r.i + 1, size = _quoted_run(r)
+    cdef int key = _key_of(<const char*>r.p + start, size) if size >= 0 else -1
+    if key >= 0 and _bit(key) & _SHORT_MARKERS and _expect(r, b':'):
+        return key
+    r.i = save
+    return -1
 
 
 cdef int _json_one_key_marker(Reader* r, Writer* w, Py_ssize_t depth) except -1:
-    """A common one-key marker at r.i (a '{') written as _marker writes it: 1; else 0, nothing read or written.
-    (depth <= C_WALK_DEPTH: the dict's own depth check has passed.)"""
-    cdef Py_ssize_t save_i = r.i, save_pos = w.pos, start, size
-    cdef int kind
-    cdef bint is_text
+    """A one-key marker of _SHORT_MARKERS at r.i (a '{') written as _marker writes it: 1; else 0, nothing read
+    or written.  (depth <= C_WALK_DEPTH: the dict's own depth check has passed.)"""
+    cdef Py_ssize_t save_i = r.i, save_pos = w.pos
+    cdef int key
     r.i += 1
     _ws(r)
-    kind = _short_marker_key(r)
-    is_text = kind == KEY_B or kind == KEY_DT or kind == KEY_DEC or kind == KEY_DATE or kind == KEY_UUID or kind == KEY_NS
-    if kind == -1 or r.i >= r.n or r.p[r.i] != (34 if is_text else 91):
-        r.i = save_i
-        return 0
-    if kind == KEY_NS:
+    key = _short_marker_key(r)
+    if key == KEY_REF and w.expand_refs and _json_ref(r, w):
+        return 1
+    if key == KEY_T:  # written as _tuple writes a list at depth (its items one below)
+        if r.i < r.n and r.p[r.i] == b'[':
+            _op(w, MARK)
+            _close_tuple(w, save_pos, _json_items(r, w, depth + 1))
+            if _expect(r, b'}'):
+                return 1
+    elif key == KEY_NS:
         if _json_ns(r, w):
             return 1
-    elif is_text:  # printable ASCII without escapes
-        start = r.i + 1
-        size = _quoted_run(r)
-        if size >= 0 and _expect(r, b'}'):
-            text = PyUnicode_FromStringAndSize(<const char*>r.p + start, size)
-            if kind == KEY_B:
-                _b64(w, text, "@b")
-            elif kind == KEY_DT:
-                _m_dt(w, text, None, depth)
-            elif kind == KEY_DEC:
-                _m_dec(w, text, depth)
-            elif kind == KEY_DATE:
-                _m_date(w, text, depth)
+    elif key == KEY_SET or key == KEY_FSET:
+        if r.i < r.n and r.p[r.i] == b'[':
+            _text(w, b"cbuiltins\nset\n" if key == KEY_SET else b"cbuiltins\nfrozenset\n", 14 if key == KEY_SET else 20)
+            _json_list(r, w, depth)
+            if _expect(r, b'}'):
+                return _op2(w, TUPLE1, REDUCE) + 1
+    elif key >= 0:
+        value = _json_build(r, w, depth + 1)
+        if _expect(r, b'}') and _wanted(_ONE_WANT[key], value, False):
+            if key == KEY_DT:
+                _m_dt(w, value, None, depth)  # _marker would ask the dict for an "@tz"
             else:
-                _m_uuid(w, text)
-            return 1
-    elif kind == KEY_TD:
-        parts = _build_list(r, depth)
-        if _expect(r, b'}'):
-            _m_td(w, parts, depth)
-            return 1
-    elif kind == KEY_T:
-        if _json_tuple(r, w, depth) and _expect(r, b'}'):
-            return 1
-    else:
-        _text(w, b"cbuiltins\nset\n" if kind == KEY_SET else b"cbuiltins\nfrozenset\n", 14 if kind == KEY_SET else 20)
-        _json_list(r, w, depth)
-        if _expect(r, b'}'):
-            _op2(w, TUPLE1, REDUCE)
+                _marker(w, None, _ONE_KIND[key], <PyObject*>value, depth)
             return 1
     r.i = save_i
     w.pos = save_pos
@@ -2287,30 +2266,23 @@ cdef int _json_one_key_marker(Reader* r, Writer* w, Py_ssize_t depth) except -1:
 cdef int _json_instance(Reader* r, Writer* w, Py_ssize_t depth) except -1:
     """{"@cls": [module, name], "@s": state} at r.i (a '{'), both names printable ASCII, the class neither a
     BTree's nor copyreg's _reconstructor, and the state no @args/@state wrapper: 1; else 0, nothing read or
-    written.  (depth <= C_WALK_DEPTH: the dict's own depth check has passed.)  The class is kept as offsets
-    into the text, not copied into this recursive frame."""
-    cdef Py_ssize_t save_i = r.i, save_pos = w.pos, state_at
+    written.  (depth <= C_WALK_DEPTH: the dict's own depth check has passed.)  The state is written first and
+    the class's GLOBAL put in front of it; the class is kept as offsets into the text, not copied into this
+    recursive frame."""
+    cdef Py_ssize_t save_i = r.i, save_pos = w.pos
     cdef ClassHead head
+    cdef bint class_first
     r.i += 1
     _ws(r)
-    if _at_key(r, b'"@cls"', 6):
-        if (_json_class_head(r, &head) and _expect(r, b',') and _at_key(r, b'"@s"', 4)
-                and _plain_state_ahead(r)):
-            _global_at(w, w.pos, r.p + head.module_at, head.module_size, r.p + head.name_at, head.name_size,
-                       b")\x81", 2)  # EMPTY_TUPLE, NEWOBJ
-            _json_value(r, w, depth + 1)
-            if _expect(r, b'}'):
-                _op(w, BUILD)
-                return 1
-    elif _at_key(r, b'"@s"', 4) and _plain_state_ahead(r):
-        state_at = w.pos
+    class_first = _at_key(r, b'"@cls"', 6)
+    if ((not class_first or (_json_class_head(r, &head) and _expect(r, b','))) and _at_key(r, b'"@s"', 4)
+            and _plain_state_ahead(r)):
         _json_value(r, w, depth + 1)
-        if _expect(r, b',') and _at_key(r, b'"@cls"', 6):
-            if _json_class_head(r, &head) and _expect(r, b'}'):
-                _global_at(w, state_at, r.p + head.module_at, head.module_size, r.p + head.name_at,
-                           head.name_size, b")\x81", 2)
-                _op(w, BUILD)
-                return 1
+        if ((class_first or (_expect(r, b',') and _at_key(r, b'"@cls"', 6) and _json_class_head(r, &head)))
+                and _expect(r, b'}')):
+            _global_at(w, save_pos, r.p + head.module_at, head.module_size, r.p + head.name_at, head.name_size,
+                       b")\x81", 2)  # EMPTY_TUPLE, NEWOBJ
+            return _op(w, BUILD) + 1
     r.i = save_i
     w.pos = save_pos
     return 0
@@ -2393,19 +2365,6 @@ cdef int _json_ns(Reader* r, Writer* w) except -1:
     return 1
 
 
-cdef int _json_tuple(Reader* r, Writer* w, Py_ssize_t depth) except -1:
-    """The list at r.i written as _tuple writes a list at depth (its items one below): 1."""
-    cdef Py_ssize_t start = w.pos, count = 0
-    _op(w, MARK)
-    if not _empty(r, b']'):
-        while True:
-            _json_value(r, w, depth + 1)
-            count += 1
-            if not _more(r, b']'):
-                break
-    return _close_tuple(w, start, count) + 1
-
-
 cdef int _close_tuple(Writer* w, Py_ssize_t start, Py_ssize_t count) except -1:
     """The tuple of the count items written after the MARK at start, as _tuple writes it (MARK only for more
     than three)."""
@@ -2442,33 +2401,20 @@ cdef int _json_kv_state(Reader* r, Writer* w, int is_tree) except -1:
     _op(w, MARK)
     if not _empty(r, b']'):
         while True:
-            if r.i >= r.n or r.p[r.i] != b'[':
-                return _bail()
-            r.i += 1
-            _ws(r)
-            _json_value(r, w, 1)
-            if not _expect(r, b','):
-                return _bail()
-            _json_value(r, w, 1)
-            if not _expect(r, b']'):
+            if r.i >= r.n or r.p[r.i] != b'[' or _json_items(r, w, 1) != 2:
                 return _bail()
             pairs += 1
             if not _more(r, b']'):
                 break
     _close_tuple(w, start, 2 * pairs)  # the flattened pairs
-    _ws(r)
-    if r.i < r.n and r.p[r.i] == b'}':
-        r.i += 1
+    if _expect(r, b'}'):
         if is_tree:
             _op2(w, TUPLE1, TUPLE1)
         return _op(w, TUPLE1) + 1
-    if r.i < r.n and r.p[r.i] == b',' and not is_tree:
-        r.i += 1
-        _ws(r)
-        if _at_key(r, b'"@next"', 7):
-            _json_value(r, w, 1)
-            if _expect(r, b'}'):
-                return _op(w, TUPLE2) + 1
+    if not is_tree and _expect(r, b',') and _at_key(r, b'"@next"', 7):
+        _json_value(r, w, 1)
+        if _expect(r, b'}'):
+            return _op(w, TUPLE2) + 1
     return _bail()
 
 
@@ -2530,10 +2476,10 @@ cdef int _grow_keys(Reader* r) except -1:
 
 # Values of marker dicts, built as json.loads builds them.
 
-cdef object _json_build(Reader* r, Py_ssize_t level):
+cdef object _json_build(Reader* r, Writer* w, Py_ssize_t level):
+    """The value at r.i as json.loads builds it; a string's UTF-8 is unescaped past w.pos, nothing written."""
     cdef unsigned char c
-    cdef unsigned char stack[256]
-    cdef Writer scratch
+    cdef Py_ssize_t start = w.pos, size
     cdef bint is_float = False
     cdef long long small = 0
     cdef double real = 0.0
@@ -2541,17 +2487,17 @@ cdef object _json_build(Reader* r, Py_ssize_t level):
         _bail()
     c = r.p[r.i]
     if c == 34:
-        _init(&scratch, stack, False)
-        scratch.cap = 256
-        try:
-            _string_payload(r, &scratch)
-            return PyUnicode_DecodeUTF8(<const char*>scratch.buf, scratch.pos, b"surrogatepass")
-        finally:
-            _release(&scratch)
+        size = _quoted_run(r)
+        if size >= 0:  # printable ASCII without escapes, most strings: made from the text itself
+            return PyUnicode_FromStringAndSize(<const char*>r.p + r.i - 1 - size, size)
+        _string_payload(r, w)
+        size = w.pos - start
+        w.pos = start
+        return PyUnicode_DecodeUTF8(<const char*>w.buf + start, size, b"surrogatepass")
     if c == b'{':
-        return _build_dict(r, level)
+        return _build_dict(r, w, level)
     if c == b'[':
-        return _build_list(r, level)
+        return _build_list(r, w, level)
     if c == b'-' or b'0' <= c <= b'9':
         v = _number_value(r, &is_float, &small, &real)
         if v is None:
@@ -2566,61 +2512,56 @@ cdef object _json_build(Reader* r, Py_ssize_t level):
     _bail()
 
 
-cdef list _build_list(Reader* r, Py_ssize_t level):
+cdef list _build_list(Reader* r, Writer* w, Py_ssize_t level):
     cdef list out = []
     if _empty(r, b']'):
         return out
     while True:
-        out.append(_json_build(r, level + 1))
+        out.append(_json_build(r, w, level + 1))
         if not _more(r, b']'):
             return out
 
 
-cdef dict _build_dict(Reader* r, Py_ssize_t level):
+cdef dict _build_dict(Reader* r, Writer* w, Py_ssize_t level):
     cdef dict out = {}
     if _empty(r, b'}'):
         return out
     while True:
         if r.i >= r.n or r.p[r.i] != 34:
             _bail()
-        key = _json_build(r, level + 1)
+        key = _json_build(r, w, level + 1)
         if not _expect(r, b':'):
             _bail()
-        out[key] = _json_build(r, level + 1)
+        out[key] = _json_build(r, w, level + 1)
         if not _more(r, b'}'):
             return out
 
 
 cdef object _json_top(Writer* w, const unsigned char* p, Py_ssize_t n, bint check_utf8, int btree):
-    """The one value of the text p[0:n] written at depth 0 (None returned), or, for a marker at the top, which has
-    the callers' own rules, nothing written and the value built (returned in a 1-tuple).  btree: _btree_class."""
+    """The one value of the text p[0:n] written at depth 0 (None returned).  A marker at the top has the
+    callers' own rules: it is built and returned, nothing written, but for a BTree's or bucket's @kv state
+    (btree: _btree_class), which is written."""
     cdef KeySlot keys[_KEY_SLOTS]
     cdef Reader r
+    memset(&r, 0, sizeof(r))  # at 0, no dict opened, no key kept, the table not on the heap
     r.p = p
     r.n = n
-    r.i = 0
     r.check_utf8 = check_utf8
     r.keys = keys
     r.keys_cap = _KEY_SLOTS
-    r.keys_used = 0
-    r.keys_heap = False
-    r.serial = 0
     memset(keys, 0, sizeof(keys))  # serial 0: an empty slot
     try:
         _ws(&r)
+        state = None
         if r.i < n and p[r.i] == b'{' and _marker_ahead(&r):
             if btree < 0 or not _json_kv_state(&r, w, btree):
-                built = _json_build(&r, 0)
-                _ws(&r)
-                if r.i != n:
-                    _bail()
-                return (built,)
+                state = _json_build(&r, w, 0)
         else:
             _json_value(&r, w, 0)
         _ws(&r)
         if r.i != n:
             _bail()
-        return None
+        return state
     finally:
         if r.keys_heap:
             PyMem_Free(r.keys)
@@ -2686,9 +2627,9 @@ cdef object _from_text(object text, bint check_utf8, str module, str name):
             _str(&w, module)
             _str(&w, name)
             _text(&w, b"\x86N\x86.\x80\x03", 6)     # TUPLE2, no args, TUPLE2, STOP, PROTO 3
-        built = _json_top(&w, p, n, check_utf8, -1 if module is None else _btree_class(module, name))
-        if built is not None:
-            return built
+        state = _json_top(&w, p, n, check_utf8, -1 if module is None else _btree_class(module, name))
+        if state is not None:
+            return (state,)
         _op(&w, STOP)
         return _result(&w)
     finally:
