@@ -120,7 +120,7 @@ def check_text(twins, text: str, one_pass: bool = False) -> None:
 
     With one_pass, the Cython twin's one pass must also give the definition's record by itself, for a record
     with a class: for a text it takes (no lone surrogates, duplicate keys or other input it leaves to the
-    normative way, which would hide its bugs)."""
+    normative way, which would hide its bugs), as a str or bytes (a bytearray or memoryview goes that way)."""
     python, cython = twins
     one_pass = one_pass and not any("\ud800" <= char <= "\udfff" for char in text)  # left to the normative way
     for module, name in CLASSES:
@@ -130,7 +130,7 @@ def check_text(twins, text: str, one_pass: bool = False) -> None:
             assert observe(cython.encode_zodb_record_from_pg_json, module, name, arg) == found, (module, name, arg)
             if expected is not None:
                 assert found == expected, (module, name, arg)
-            if one_pass and (module or name):
+            if one_pass and (module or name) and type(arg) in (str, bytes):
                 alone = observe(cython.encode_module._one_pass_record, module, name, arg)
                 assert alone == expected, (module, name, arg)
     assert observe(cython.json_to_pickle, text) == observe(python.json_to_pickle, text), text

@@ -1757,11 +1757,11 @@ def _pickle_value(value):
     return zjc_call_or(_pickle, value, <PyObject*>_PYTHON_TWIN, <PyObject*>_python_pickle_value)
 
 
-dict_to_pickle, _json_to_pickle_by_value = public_functions(_pickle_value)
+dict_to_pickle, json_to_pickle = public_functions(_pickle_value)
 
 
 # ---------------------------------------------------------------------------
-# JSON text straight to opcodes (encode_zodb_record_from_pg_json, json_to_pickle)
+# JSON text straight to opcodes (encode_zodb_record_from_pg_json)
 # ---------------------------------------------------------------------------
 
 # One pass over UTF-8 JSON text writing what the walk above writes for the value json.loads would give:
@@ -2229,7 +2229,7 @@ cdef int _json_one_key_marker(Reader* r, Writer* w, Py_ssize_t depth) except -1:
     r.i += 1
     _ws(r)
     key = _short_marker_key(r)
-    if key == KEY_REF and w.expand_refs and _json_ref(r, w):
+    if key == KEY_REF and _json_ref(r, w):
         return 1
     if key == KEY_T:  # written as _tuple writes a list at depth (its items one below)
         if r.i < r.n and r.p[r.i] == b'[':
@@ -2538,9 +2538,9 @@ cdef dict _build_dict(Reader* r, Writer* w, Py_ssize_t level):
 
 
 cdef object _json_top(Writer* w, const unsigned char* p, Py_ssize_t n, bint check_utf8, int btree):
-    """The one value of the text p[0:n] written at depth 0 (None returned).  A marker at the top has the
-    callers' own rules: it is built and returned, nothing written, but for a BTree's or bucket's @kv state
-    (btree: _btree_class), which is written."""
+    """The one value of the text p[0:n] written at depth 0 (None returned).  A marker at the top has the record's
+    own rules: it is built and returned, nothing written, but for a BTree's or bucket's @kv state (btree:
+    _btree_class), which is written."""
     cdef KeySlot keys[_KEY_SLOTS]
     cdef Reader r
     memset(&r, 0, sizeof(r))  # at 0, no dict opened, no key kept, the table not on the heap
@@ -2565,18 +2565,6 @@ cdef object _json_top(Writer* w, const unsigned char* p, Py_ssize_t n, bint chec
     finally:
         if r.keys_heap:
             PyMem_Free(r.keys)
-
-
-cdef object _text_bytes(object text, bint* check_utf8):
-    """A bytes object or str whose UTF-8 the reader reads (*check_utf8: it must be checked), or None."""
-    check_utf8[0] = type(text) is not str
-    if type(text) is bytes or type(text) is str:
-        return text
-    if type(text) is bytearray:
-        return bytes(text)
-    if type(text) is memoryview:
-        return text.tobytes()
-    return None
 
 
 cdef const unsigned char* _utf8_of(object text, Py_ssize_t* n, unsigned char** scratch) except? NULL:
@@ -2607,10 +2595,9 @@ cdef const unsigned char* _utf8_of(object text, Py_ssize_t* n, unsigned char** s
     return scratch[0] if n[0] >= 0 else NULL
 
 
-cdef object _from_text(object text, bint check_utf8, str module, str name):
-    """The pickle of JSON text, read in one pass: a record's (module and name given) or one pickle's
-    (module None).  None: lone surrogates in a str (the normative path says so); (value,): the state
-    is a marker with rules of its own, built, not written."""
+cdef bytes _from_text(object text, bint check_utf8, str module, str name):
+    """The record of the class module.name whose state is the JSON text (a str, or bytes: check_utf8), read in
+    one pass.  None: lone surrogates in a str (the normative path says so)."""
     cdef Py_ssize_t n = 0
     cdef unsigned char* scratch = NULL
     cdef const unsigned char* p
@@ -2621,15 +2608,15 @@ cdef object _from_text(object text, bint check_utf8, str module, str name):
         p = _utf8_of(text, &n, &scratch)
         if p == NULL:
             return None
-        _init_sized(&w, stack, module is not None, n + n // 8 + 256)
+        _init_sized(&w, stack, True, n + n // 8 + 256)
         _op2(&w, PROTO, 3)
-        if module is not None:
-            _str(&w, module)
-            _str(&w, name)
-            _text(&w, b"\x86N\x86.\x80\x03", 6)     # TUPLE2, no args, TUPLE2, STOP, PROTO 3
-        state = _json_top(&w, p, n, check_utf8, -1 if module is None else _btree_class(module, name))
+        _str(&w, module)
+        _str(&w, name)
+        _text(&w, b"\x86N\x86.\x80\x03", 6)     # TUPLE2, no args, TUPLE2, STOP, PROTO 3
+        state = _json_top(&w, p, n, check_utf8, _btree_class(module, name))
         if state is not None:
-            return (state,)
+            record = {"@cls": [module, name], "@s": state}  # own line: check-c takes a call of a dict literal for GCC C
+            return encode_zodb_record(record)
         _op(&w, STOP)
         return _result(&w)
     finally:
@@ -2637,28 +2624,12 @@ cdef object _from_text(object text, bint check_utf8, str module, str name):
         PyMem_Free(scratch)
 
 
-cdef bytes _record_from_text(str module, str name, object text, bint check_utf8):
-    result = _from_text(text, check_utf8, module, name)
-    if type(result) is tuple:
-        record = {"@cls": [module, name], "@s": result[0]}  # own line: check-c takes a call of a dict literal for GCC C
-        return encode_zodb_record(record)
-    return result
-
-
-cdef bytes _pickle_from_text(object text):
-    result = _from_text(text, False, None, None)
-    if type(result) is tuple:
-        verbatim = _verbatim(result[0])
-        return verbatim if verbatim is not None else _pickle(result[0])
-    return result
-
-
 def _one_pass_record(str class_mod not None, str class_name not None, state_json):
     """encode_zodb_record_from_pg_json's one pass alone, without the normative way it falls back to on any
     error or unusual input (None: not taken).  For the tests: a fallback hides a bug of the pass from them."""
-    cdef bint check_utf8 = False
-    text = _text_bytes(state_json, &check_utf8)
-    return None if text is None else _record_from_text(class_mod, class_name, text, check_utf8)
+    if type(state_json) is not bytes and type(state_json) is not str:
+        return None
+    return _from_text(state_json, type(state_json) is bytes, class_mod, class_name)
 
 
 def encode_zodb_record_from_pg_json(class_mod, class_name, state_json):
@@ -2670,29 +2641,14 @@ def encode_zodb_record_from_pg_json(class_mod, class_name, state_json):
     Raises TypeError for arguments of the wrong type, ValueError (naming
     the offset) for bad JSON or UTF-8, and as encode_zodb_record for markers.
     """
-    cdef bint check_utf8 = False
-    if type(class_mod) is str and type(class_name) is str and not (_is_empty(class_mod) and _is_empty(class_name)):
-        text = _text_bytes(state_json, &check_utf8)
-        if text is not None:
-            try:
-                result = _record_from_text(<str>class_mod, <str>class_name, text, check_utf8)
-            except Exception:
-                result = None    # the normative way gives the same bytes, or says what is wrong
-            if result is not None:
-                return result
-    return record_from_json(class_mod, class_name, state_json, encode_zodb_record)
-
-
-def json_to_pickle(json_str):
-    """One pickle of JSON text in the marker format (key order kept, numbers exact).
-
-    Raises TypeError for a non-str argument, ValueError for bad JSON or markers.
-    """
-    if type(json_str) is str:
+    # A bytearray or memoryview (no driver hands one over) and the class-less record go the normative way.
+    if (type(class_mod) is str and type(class_name) is str and not (_is_empty(class_mod) and _is_empty(class_name))
+            and (type(state_json) is bytes or type(state_json) is str)):
         try:
-            result = _pickle_from_text(json_str)
+            result = _from_text(state_json, type(state_json) is bytes, <str>class_mod, <str>class_name)
         except Exception:
-            result = None
+            result = None    # the normative way gives the same bytes, or says what is wrong
         if result is not None:
             return result
-    return _json_to_pickle_by_value(json_str)
+    return record_from_json(class_mod, class_name, state_json, encode_zodb_record)
+
