@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import io
+import itertools
 import math
 import pickle
 import struct
@@ -174,6 +175,29 @@ SHARED = [1, 2]
 def test_the_lane_declines_what_the_rules_decide(twins, state):
     lane, expected = lane_and_python(twins, zodb_record(state))
     assert lane is None
+
+
+def _lane_key_slot(key: str, mask: int) -> int:
+    """The slot of the lane's table of keys (FNV-1a of the UTF-8, its high bits folded in) a key takes."""
+    h = 0xCBF29CE484222325
+    for byte in key.encode():
+        h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return (h ^ (h >> 29)) & mask
+
+
+def test_keys_made_to_collide_are_left_to_the_decoder(twins):
+    """512 keys that all take one slot of the lane's unkeyed table (1024 slots) would cost it about 130,000
+    comparisons, a quadratic time an attacker could make longer: it gives up after 4 probes a slot and
+    declines, and the decoder (CPython's dicts hash with a secret key) writes the same text."""
+    keys = list(itertools.islice((key for key in (f"k{i}" for i in itertools.count())
+                                  if _lane_key_slot(key, 1023) == 0), 512))
+    assert len(keys) == 512
+    lane, expected = lane_and_python(twins, zodb_record({key: 1 for key in keys}))
+    assert lane is None
+    assert expected[0] == "ok"
+    spread = [f"k{i}" for i in range(512)]  # keys as they come: taken
+    lane, expected = lane_and_python(twins, zodb_record({key: 1 for key in spread}))
+    assert lane is not None
 
 
 def _self_holding() -> Plain:

@@ -845,9 +845,10 @@ cdef bint _plain_keys(Lane* lane, Node* d) noexcept nogil:
 
 
 cdef int _hashed_keys_repeat(Lane* lane, Node* d) noexcept nogil:
-    """Does a bigger dict repeat a key?  1, 0, or -1 when memory runs out.  An open-addressing table at least
-    twice the keys' number."""
-    cdef Py_ssize_t capacity = 16, mask, slot, key = d.start
+    """Does a bigger dict repeat a key?  1, 0, or -1 when memory runs out or the keys collide far past chance
+    (keys made to collide in this unkeyed hash would take quadratic time: the decoder, whose dicts hash with
+    CPython's secret key, takes them).  An open-addressing table at least twice the keys' number."""
+    cdef Py_ssize_t capacity = 16, mask, slot, key = d.start, probes_left
     cdef Py_ssize_t* table
     cdef int repeated = 0
     while capacity < d.size:
@@ -857,11 +858,15 @@ cdef int _hashed_keys_repeat(Lane* lane, Node* d) noexcept nogil:
         return -1
     memset(table, 0xff, capacity * sizeof(Py_ssize_t))  # every slot -1: empty
     mask = capacity - 1
+    probes_left = 4 * capacity  # at most half full: about one probe a key by chance
     while key >= 0 and not repeated:
         slot = <Py_ssize_t>(_key_hash(lane.p + lane.nodes[key].start, lane.nodes[key].size) & <uint64_t>mask)
         while table[slot] >= 0 and not repeated:
             repeated = _same_key(lane, table[slot], key)
             slot = (slot + 1) & mask
+            probes_left -= 1
+            if probes_left < 0:
+                repeated = -1
         table[slot] = key
         key = lane.nodes[lane.nodes[key].next].next
     free(table)
