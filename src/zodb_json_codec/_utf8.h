@@ -56,6 +56,15 @@ static Py_ssize_t zjc_utf8_prefix_bytewise(const unsigned char *p, Py_ssize_t n,
     return n;
 }
 
+/* JSON string text: the offset of the first '"', backslash or control character in p[0:n], else n. */
+static Py_ssize_t zjc_string_run(const unsigned char *p, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    for (; i < n; i++) {
+        if (p[i] == '"' || p[i] == 92 || p[i] < 0x20) return i;
+    }
+    return n;
+}
+
 #if defined(ZJC_X86_SIMD) && !defined(ZJC_NO_AVX2)  /* -DZJC_NO_AVX2: the plain C, as a CPU without AVX2 runs it */
 #define ZJC_UTF8_AVX2 1
 #include <immintrin.h>
@@ -98,15 +107,6 @@ static Py_ssize_t zjc_utf8_prefix_bytewise(const unsigned char *p, Py_ssize_t n,
     ZJC_C(ZJC_TOO_LONG | ZJC_OVERLONG_2 | ZJC_TWO_CONTS | ZJC_SURROGATE | ZJC_TOO_LARGE), \
     ZJC_TOO_SHORT, ZJC_TOO_SHORT, ZJC_TOO_SHORT, ZJC_TOO_SHORT
 
-
-/* JSON string text: the offset of the first '"', backslash or control character in p[0:n], else n. */
-static Py_ssize_t zjc_string_run(const unsigned char *p, Py_ssize_t n) {
-    Py_ssize_t i = 0;
-    for (; i < n; i++) {
-        if (p[i] == '"' || p[i] == 92 || p[i] < 0x20) return i;
-    }
-    return n;
-}
 
 /* Error bits of the 32 bytes x, given the 32 before them (prev), both 16-byte lanes at once as simdjson's AVX2
    kernel does it: the bytes one, two and three back come across the lanes from prev by a permute and an
