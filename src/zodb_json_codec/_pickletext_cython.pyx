@@ -840,7 +840,7 @@ cdef bint _plain_keys(Lane* lane, Node* d) noexcept nogil:
                 return False
             before = lane.nodes[lane.nodes[before].next].next
         key = lane.nodes[node.next].next
-    # -1, out of memory: the decoder's (it raises MemoryError if memory stays short)
+    # -1 (out of memory, or keys made to collide): the decoder's, which raises MemoryError if memory stays short
     return d.size <= 2 * SMALL_DICT or _hashed_keys_repeat(lane, d) == 0
 
 
