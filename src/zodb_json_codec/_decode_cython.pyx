@@ -7,9 +7,11 @@ with the input read through a ``const unsigned char*`` (every read checked
 against the length first).  In C: the hot opcodes, strings, numbers, base64,
 the memo, dicts, persistent references, objects under construction and the
 known types and class forms ZODB writes; ``_load`` is a C switch over the
-opcode calling one short ``_op_*`` handler each.  Shared with the Python
-twin (``_decode_common``): protocol 0 text opcodes, generic calls and
-persistent ids other than ZODB's (oid, class) pair.  Shared as well: rarer
+opcode calling one short ``_op_*`` handler each.  Records with the rare
+opcodes (protocol 0's text opcodes and DICT, POP, DUP...) and the
+single-pickle functions are the Python twin's.  Shared with it
+(``_decode_common``): generic calls and persistent ids other than ZODB's
+(oid, class) pair.  Shared as well: rarer
 known-type shapes (``_known``), the checks after the walk that find something
 (``_decode_common``) and the PostgreSQL rewriting; ``_jsontext_cython`` writes the
 JSON text.
@@ -39,14 +41,14 @@ from ._known import marker_kind
 from . import _decode_common
 from ._decode_common import (
     EXPANSION_FLOOR, EXPANSION_PER_BYTE, Unrepresentable, check_class_names_at_offset_0, expansion_error, finish,
-    float_line, generic_call, in_state,
-    instance_content, int_line, int_value, line_utf8, long_line, memo_index, persid_line,
-    persistent_ref, string_line, text_line, unicode_line, weight,
+    generic_call, in_state, instance_content, int_value, line_utf8, persistent_ref, weight,
 )
 from ._jsontext_cython cimport pg_json_text
 from ._pickletext_cython cimport CLASS_GLOBAL, CLASS_NAMES, CLASS_NAMES_NONE, ClassForm, ClassPickle, lane_text
-from ._jsontext_python import pretty_json_text, sanitize_for_pg
+from ._jsontext_python import sanitize_for_pg
 from . import _decode_python
+# One pickle alone, rare beside whole records (no storage or report row calls them): the Python twin's.
+from ._decode_python import pickle_to_dict, pickle_to_json
 
 
 class _PythonTwin(Exception):
@@ -97,7 +99,7 @@ cdef object _from_bytes = int.from_bytes
 cdef class _Context:
     """Per-call decoding state (no module-level mutable state: thread safe)."""
 
-    cdef public bint compact
+    cdef public bint compact     # always: the pickle functions that write verbose references are the Python twin's
     cdef list memo               # memo entries by index (_MISSING where none; far ones: the Python twin)
     cdef Py_ssize_t memo_count   # distinct indices: what MEMOIZE numbers the next one
     cdef int lazy_class          # what the memo's _LAZY_CLASS entry stands for (see _lazy_class_memo)
@@ -130,10 +132,10 @@ cdef class _Context:
     cdef object ref_text
 
 
-cdef _Context _new_context(bint compact, Py_ssize_t size):
-    """A context for a pickle of size bytes; the dicts that most records never need are made on first use."""
+cdef _Context _new_context(Py_ssize_t size):
+    """A context for a record of size bytes; the dicts that most records never need are made on first use."""
     cdef _Context ctx = _Context.__new__(_Context)
-    ctx.compact = compact
+    ctx.compact = True
     ctx.budget = _budget(size)
     ctx.memo = []
     ctx.refs = []
@@ -820,8 +822,6 @@ cdef dict _persistent_ref(_Context ctx, object pid, Py_ssize_t pos):
         if type(items) is list and len(<list>items) == 2:
             if _oid_bytes(ctx, (<list>items)[0], raw):  # ZODB's (oid, class) reference
                 ctx.refs.append(<int64_t>_be64(raw))
-                if not ctx.compact:
-                    return {"@ref": pid}
                 ref = _compact_ref(ctx, raw, (<list>items)[1])
                 return {"@ref": pid} if ref is None else ref
     return persistent_ref(ctx, pid)
@@ -861,7 +861,7 @@ cdef inline Py_ssize_t _persid_after(const unsigned char* p, Py_ssize_t pos, Py_
 cdef inline Py_ssize_t _op_tuple2(_Context ctx, const unsigned char* p, Py_ssize_t pos, Py_ssize_t end,
                                   Py_ssize_t start) except -1:
     """TUPLE2; with the BINPERSID of ZODB's (oid, class) reference after it, the whole reference (_fused_ref)."""
-    cdef Py_ssize_t after = _persid_after(p, pos, end) if ctx.compact else -1
+    cdef Py_ssize_t after = _persid_after(p, pos, end)
     if after > 0 and _fused_ref(ctx, p, pos):
         return after
     _op_tuple_n(ctx, start, 2)
@@ -931,16 +931,6 @@ cdef int _memo_put(_Context ctx, uint64_t idx, object value) except -1:
     PyList_Append(memo, value)
     ctx.memo_count += 1
     return 0
-
-
-cdef object _MEMO_FAR = 1 << 40
-
-
-cdef uint64_t _near(object idx) except? 0:
-    """A protocol 0 memo index (any size): as it is if the memo list may hold it; else the Python twin."""
-    if idx >= _MEMO_FAR:
-        raise _PythonTwin()
-    return idx
 
 
 cdef object _memo_get(_Context ctx, uint64_t idx, Py_ssize_t start):
@@ -1161,8 +1151,9 @@ cdef inline Py_ssize_t _signed_sized(const unsigned char* p, Py_ssize_t pos, Py_
 
 cdef inline Py_ssize_t _op_binput(_Context ctx, const unsigned char* p,
         Py_ssize_t pos, Py_ssize_t end, int width) except -1:
-    """BINPUT (width 1) or LONG_BINPUT (width 4): the top of the stack into the memo."""
-    cdef int64_t idx = _le_at(p, pos, end, width)
+    """BINPUT (width 1), LONG_BINPUT (width 4) or MEMOIZE (width 0: the next index): the top of the stack into
+    the memo."""
+    cdef int64_t idx = _le_at(p, pos, end, width) if width else ctx.memo_count
     if not ctx.stack:
         raise _err("pickle stack underflow", pos - 1)
     _memo_put(ctx, idx, _top(ctx.stack))
@@ -1184,13 +1175,6 @@ cdef inline Py_ssize_t _op_binget(_Context ctx, const unsigned char* p,
     """BINGET (width 1) or LONG_BINGET (width 4)."""
     PyList_Append(ctx.stack, _memo_get(ctx, _le_at(p, pos, end, width), pos - 1))
     return pos + width
-
-
-cdef inline int _op_memoize(_Context ctx, Py_ssize_t start) except -1:
-    if not ctx.stack:
-        raise _err("pickle stack underflow", start)
-    _memo_put(ctx, ctx.memo_count, _top(ctx.stack))
-    return 0
 
 
 cdef inline int _op_setitems_or_appends(_Context ctx, Py_ssize_t start, unsigned char op) except -1:
@@ -1277,21 +1261,17 @@ cdef inline Py_ssize_t _op_global(_Context ctx, bytes data, const unsigned char*
     return pos
 
 
-cdef inline int _op_reduce(_Context ctx, Py_ssize_t start, unsigned char op) except -1:
+cdef inline int _op_reduce_or_build(_Context ctx, Py_ssize_t start, unsigned char op) except -1:
+    """REDUCE and NEWOBJ (the value below the top called with it) or BUILD (the top the state of the object
+    below it)."""
     ctx.containers += 1
     if len(ctx.stack) < 2:
         raise _err("pickle stack underflow", start)
-    args = ctx.stack.pop()
-    _set_top(ctx.stack, _new_obj(ctx, K_REDUCE if op == REDUCE else K_NEWOBJ, _top(ctx.stack), args))
-    return 0
-
-
-cdef inline int _op_build(_Context ctx, Py_ssize_t start) except -1:
-    ctx.containers += 1
-    if len(ctx.stack) < 2:
-        raise _err("pickle stack underflow", start)
-    state = ctx.stack.pop()
-    _set_top(ctx.stack, _build(ctx, _top(ctx.stack), state))
+    arg = ctx.stack.pop()
+    if op == BUILD:
+        _set_top(ctx.stack, _build(ctx, _top(ctx.stack), arg))
+    else:
+        _set_top(ctx.stack, _new_obj(ctx, K_REDUCE if op == REDUCE else K_NEWOBJ, _top(ctx.stack), arg))
     return 0
 
 
@@ -1349,17 +1329,6 @@ cdef inline int _op_append(_Context ctx, Py_ssize_t start) except -1:
     return 0
 
 
-cdef inline int _op_dict(_Context ctx, Py_ssize_t start) except -1:
-    cdef list items
-    ctx.containers += 1
-    items = _pop_mark(ctx, start, "DICT")
-    d = {}
-    if items:
-        _set_items(ctx, d, items, start, "DICT")
-    PyList_Append(ctx.stack, d)
-    return 0
-
-
 cdef inline Py_ssize_t _op_bytearray8(_Context ctx, const unsigned char* p,
         Py_ssize_t pos, Py_ssize_t end) except -1:
     """What protocol 5 writes for a bytearray: the call a protocol 2 pickle makes of it."""
@@ -1373,37 +1342,11 @@ cdef inline Py_ssize_t _op_bytearray8(_Context ctx, const unsigned char* p,
 
 cdef inline Py_ssize_t _op_binstring(_Context ctx, const unsigned char* p, Py_ssize_t pos,
         Py_ssize_t end, int width) except -1:
-    """SHORT_BINSTRING (width 1) or BINSTRING (width 4): a Python 2 str, kept as bytes."""
+    """SHORT_BINSTRING (width 1) or BINSTRING (width 4): a Python 2 str (old databases hold many), kept as bytes."""
     cdef Py_ssize_t n
     pos = _signed_sized(p, pos, end, width, &n, "BINSTRING")
     PyList_Append(ctx.stack, _bytes_marker(p + pos, n))
     return pos + n
-
-
-cdef Py_ssize_t _op_text(_Context ctx, bytes data, Py_ssize_t pos, unsigned char op) except -1:
-    """The protocol 0 text-line opcodes, rare: read once for both twins by _decode_common."""
-    cdef Py_ssize_t start = pos - 1
-    if op == PUT or op == GET:
-        line, pos = text_line(data, pos)
-        if op == GET:
-            PyList_Append(ctx.stack, _memo_get(ctx, _near(memo_index(line, start, "GET")), start))
-            return pos
-        if not ctx.stack:
-            raise _err("pickle stack underflow", start)
-        _memo_put(ctx, _near(memo_index(line, start, "PUT")), _top(ctx.stack))
-        return pos
-    if op == PERSID:
-        ctx.containers += 1
-        pid, pos = persid_line(ctx, data, pos)
-        PyList_Append(ctx.stack, persistent_ref(ctx, pid))
-        return pos
-    value, pos = _TEXT_READERS[op](ctx, data, pos)
-    PyList_Append(ctx.stack, value)
-    return pos
-
-
-cdef dict _TEXT_READERS = {INT: int_line, LONG: long_line, FLOAT: float_line, UNICODE: unicode_line,
-                           STRING: string_line}
 
 
 cdef int _op_collect(_Context ctx, Py_ssize_t start, unsigned char op) except -1:
@@ -1452,7 +1395,7 @@ cdef object _load(bytes data, Py_ssize_t pos, _Context ctx):
             elif op == BINUNICODE or op == SHORT_BINUNICODE:
                 pos = _op_binunicode(ctx, p, pos, end, 4 if op == BINUNICODE else 1)
             elif op == BINGET: pos = _op_binget(ctx, p, pos, end, 1)
-            elif op == MEMOIZE: _op_memoize(ctx, start)
+            elif op == MEMOIZE: pos = _op_binput(ctx, p, pos, end, 0)
             elif op == BININT1: pos = _op_binint(ctx, p, pos, end, 1)
             elif op == SETITEMS: _op_setitems_or_appends(ctx, start, SETITEMS)
             elif op == MARK: _op_mark(ctx, start)
@@ -1468,8 +1411,7 @@ cdef object _load(bytes data, Py_ssize_t pos, _Context ctx):
             elif op == SHORT_BINBYTES or op == BINBYTES:
                 pos = _op_binbytes(ctx, p, pos, end, 1 if op == SHORT_BINBYTES else 4)
             elif op == GLOBAL: pos = _op_global(ctx, data, p, pos, end)
-            elif op == REDUCE or op == NEWOBJ: _op_reduce(ctx, start, op)
-            elif op == BUILD: _op_build(ctx, start)
+            elif op == REDUCE or op == NEWOBJ or op == BUILD: _op_reduce_or_build(ctx, start, op)
             elif op == TUPLE1: _op_tuple_n(ctx, start, 1)
             elif op == BINPERSID: _op_binpersid(ctx, start)
             elif op == EMPTY_TUPLE: PyList_Append(ctx.stack, {"@t": []})
@@ -1489,19 +1431,15 @@ cdef object _load(bytes data, Py_ssize_t pos, _Context ctx):
             elif op == LONG1 or op == LONG4: pos = _op_long(ctx, p, pos, end, 1 if op == LONG1 else 4)
             elif op == STACK_GLOBAL: pos = _op_stack_global(ctx, pos)
             elif op == APPEND: _op_append(ctx, start)
-            elif op == DICT: _op_dict(ctx, start)
             elif op == EMPTY_SET: _push_container(ctx, {"@set": []})
             elif op == BINUNICODE8: pos = _op_binunicode(ctx, p, pos, end, 8)
             elif op == BINBYTES8: pos = _op_binbytes(ctx, p, pos, end, 8)
-            elif op == BYTEARRAY8: pos = _op_bytearray8(ctx, p, pos, end)
             elif op == SHORT_BINSTRING or op == BINSTRING:
                 pos = _op_binstring(ctx, p, pos, end, 1 if op == SHORT_BINSTRING else 4)
-            elif (op == PUT or op == GET or op == INT or op == LONG or op == FLOAT or op == STRING
-                  or op == UNICODE or op == PERSID):
-                pos = _op_text(ctx, data, pos, op)
+            elif op == BYTEARRAY8: pos = _op_bytearray8(ctx, p, pos, end)
             elif op in (POP, POP_MARK, DUP, ADDITEMS, NEWOBJ_EX, INST, OBJ, EXT1, EXT2, EXT4, NEXT_BUFFER,
-                        READONLY_BUFFER):
-                raise _PythonTwin()  # rare in ZODB records: read by the Python twin alone
+                        READONLY_BUFFER, PUT, GET, INT, LONG, FLOAT, STRING, UNICODE, PERSID, DICT):
+                raise _PythonTwin()  # rare in ZODB records (and protocol 0's): read by the Python twin alone
             else:
                 raise _err(f"unknown pickle opcode: 0x{op:02x}", start)
     except IndexError:  # as in the Python twin: a shape the checks above did not foresee
@@ -1532,6 +1470,10 @@ cdef enum Below:
     BELOW_NOTHING       # a one-key marker of a str (bytes, a big int, a date...): a scalar, not a level
 
 
+cdef frozenset _LIST_PAYLOADS = _decode_common._LIST_PAYLOADS
+cdef frozenset _DICT_PAYLOADS = _decode_common._DICT_PAYLOADS
+
+
 cdef int _below(dict d, PyObject** inner) noexcept:
     """_decode_common._levels_below of a dict, as a Below; *inner is the container whose parts they are."""
     cdef Py_ssize_t i = 0
@@ -1544,26 +1486,19 @@ cdef int _below(dict d, PyObject** inner) noexcept:
     if not _at_text(key):
         return BELOW_VALUES
     if type(<object>val) is list:
-        if (_is_key(key, "@t") or _is_key(key, "@set") or _is_key(key, "@fset") or _is_key(key, "@td")
-                or _is_key(key, "@cls")):
+        if <object>key in _LIST_PAYLOADS:  # an exact str: hashing and comparing it run no code
             inner[0] = val
             return BELOW_ITEMS
         if _is_key(key, "@d"):
             inner[0] = val
             return BELOW_PAIR_ITEMS
     elif type(<object>val) is dict:
-        if _is_key(key, "@reduce") or _is_key(key, "@newobj") or _is_key(key, "@inst"):
+        if <object>key in _DICT_PAYLOADS:
             inner[0] = val
             return BELOW_VALUES
     elif type(<object>val) is str:
         return BELOW_NOTHING
     return BELOW_VALUES
-
-
-# _below spells out the payload keys of _decode_common._levels_below: the same ones, or no import.
-if (_decode_common._LIST_PAYLOADS != frozenset(("@t", "@set", "@fset", "@td", "@cls"))
-        or _decode_common._DICT_PAYLOADS != frozenset(("@reduce", "@newobj", "@inst"))):
-    raise ImportError("zodb_json_codec._decode_cython was built against other payload markers")
 
 
 cdef inline bint _at_text(PyObject* k) noexcept:
@@ -1740,7 +1675,7 @@ cdef _Context _decode_record(object data, object names_read=None,
     read by _usual_class_names."""
     if type(data) is not bytes:
         data = bytes_argument(data)
-    cdef _Context ctx = _new_context(True, PyBytes_GET_SIZE(data))
+    cdef _Context ctx = _new_context(PyBytes_GET_SIZE(data))
     cdef _Context fresh
     cdef ClassPickle own_class
     cdef Py_ssize_t pos = 0
@@ -1806,7 +1741,7 @@ cdef _Context _decode_record(object data, object names_read=None,
 
 cdef _Context _load_state_with_own_memo(bytes data, Py_ssize_t pos, _Context ctx):
     """A context whose state is the state pickle read with a memo of its own, or None (see _decode_python)."""
-    cdef _Context fresh = _new_context(ctx.compact, PyBytes_GET_SIZE(data))
+    cdef _Context fresh = _new_context(PyBytes_GET_SIZE(data))
     fresh.flags = ctx.flags
     fresh.containers = ctx.containers
     fresh.fetched = ctx.fetched
@@ -1894,40 +1829,3 @@ def _direct_lane_record(bytes data not None):
     cdef ClassPickle klass
     names = _usual_class_names(data, &klass)
     return None if names is None else _lane_row(data, names, &klass)
-
-
-cdef tuple _decode_pickle(object data):
-    if type(data) is not bytes:
-        data = bytes_argument(data)
-    cdef _Context ctx = _new_context(False, PyBytes_GET_SIZE(data))
-    ctx.stop = PyBytes_GET_SIZE(data)
-    try:
-        value = _load(data, 0, ctx)
-        if _has_escape_prefix(data):
-            ctx.flags |= F_ESCAPED_KEY
-        return _finish(value, ctx, 0), ctx.flags
-    except Unrepresentable:
-        return {"@pkl": b64encode(data[:ctx.stop])}, 0
-
-
-def pickle_to_dict(data):
-    """One pickle as marker values (references in their verbose form).
-
-    Raises TypeError for a non-bytes argument and ValueError for bad data.
-    """
-    try:
-        return _decode_pickle(data)[0]
-    except _PythonTwin:
-        return _decode_python.pickle_to_dict(data)
-
-
-def pickle_to_json(data):
-    """One pickle as pretty JSON text (2-space indent, sorted keys).
-
-    Raises TypeError for a non-bytes argument and ValueError for bad data.
-    """
-    try:
-        value, flags = _decode_pickle(data)
-    except _PythonTwin:
-        return _decode_python.pickle_to_json(data)
-    return pretty_json_text(value, flags & (F_FLOAT | F_EXP_FLOAT | F_SURROGATE))
