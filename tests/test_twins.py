@@ -1153,6 +1153,22 @@ def test_bi_marker_texts(twins):
     assert not found, found.report()
 
 
+def test_uuid_texts_near_the_canonical_spelling(twins):
+    """@uuid texts of 36 characters (the spelling read in C, a segment at a time) with a wrong character or dash
+    anywhere, and other spellings: both twins give the same bytes or error."""
+    found = Differences()
+    canonical = "0123abcd-EF45-6789-aBcD-ef0123456789"
+    spellings = [canonical, canonical.lower(), canonical.upper(), "f" * 8 + "-ffff" * 3 + "-" + "f" * 12,
+                 "0" * 8 + "-0000" * 3 + "-" + "0" * 12, canonical.replace("-", ""), canonical + " ", "0x" + canonical[2:]]
+    for i in range(36):
+        spellings += [canonical[:i] + wrong + canonical[i + 1:] for wrong in ("g", "-", "0", "\u0660")]
+    for text in spellings:
+        for tree in ({"@uuid": text}, [{"@uuid": text}]):
+            encode_both(twins, "encode_zodb_record", {"@cls": ["m", "C"], "@s": tree}, found, f"@uuid {text!r}")
+            encode_both(twins, "json_to_pickle", json.dumps(tree), found, f"@uuid text {text!r}")
+    assert not found, found.report()
+
+
 @SETTINGS
 @given(numbers=st.lists(st.one_of(floats, ints, st.integers(-(2**64), 2**64)), min_size=10, max_size=60),
        words=st.lists(any_texts, max_size=20), protocol=st.sampled_from([0, 2, 3, 5]))

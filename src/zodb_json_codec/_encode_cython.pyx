@@ -15,7 +15,7 @@ from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.object cimport PyObject
 from cpython.pyport cimport PY_SSIZE_T_MAX
-from cpython.ref cimport Py_DECREF, Py_INCREF
+from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
 from cpython.unicode cimport (
     PyUnicode_DATA, PyUnicode_FindChar, PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_READ_CHAR,
@@ -25,7 +25,7 @@ from libc.string cimport memcpy, memmove, memset
 
 from ._classnames cimport BTREE_IS_TREE, ascii_at, btree_bits, same_bytes
 from ._opcodes cimport *
-from ._primitives cimport (zjc_ascii_chars, zjc_b64_decode, zjc_b64_size, zjc_code_point, zjc_copy_short, zjc_hexval,
+from ._primitives cimport (zjc_ascii_chars, zjc_b64_decode, zjc_b64_size, zjc_code_point, zjc_copy_short,
                            zjc_json_run, zjc_ucs_utf8_init, zjc_unhex, zjc_utf8_of_ucs, zjc_utf8_prefix, zjc_utf8_room)
 
 cimport cython
@@ -66,14 +66,6 @@ cdef extern from *:
         if (size == -1) { *out = -(long long)((PyLongObject *)v)->ob_digit[0]; return 1; }
         return 0;
     #endif
-    }
-
-    /* UTF-8 of a str (cached in it by CPython); NULL with no error set
-       when it holds lone surrogates, which strict UTF-8 refuses. */
-    static const char *zjc_utf8(PyObject *s, Py_ssize_t *n) {
-        const char *p = PyUnicode_AsUTF8AndSize(s, n);
-        if (p == NULL && PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) PyErr_Clear();
-        return p;
     }
 
     /* The sign and the magnitude (hi:lo) of a decimal int text as _common.decimal_to_int reads it ([+-]?[0-9]+):
@@ -138,7 +130,6 @@ cdef extern from *:
     }
     """
     int zjc_unicode_ready(object o) except -1
-    const char* zjc_utf8(object s, Py_ssize_t* n) except? NULL
     int zjc_decimal_magnitude(const unsigned char* s, Py_ssize_t n, int* negative, uint64_t* hi, uint64_t* lo) noexcept
     int zjc_compact_long(object v, long long* out) noexcept
     Py_ssize_t zjc_last_dot(const unsigned char* p, Py_ssize_t n, int* newline) noexcept
@@ -200,8 +191,6 @@ cdef extern from *:
     """
     object zjc_call_or(object (*f)(object), object arg, PyObject* exc_type, PyObject* fallback)
 
-_Global = _encode_known.Global
-_Call = _encode_known.Call
 _PythonWriter = _encode_python._Writer
 
 
@@ -311,10 +300,6 @@ cdef inline int _raw(Writer* w, const void* data, Py_ssize_t n) except -1:
     return 0
 
 
-cdef inline int _text(Writer* w, const char* data, Py_ssize_t n) except -1:
-    return _raw(w, data, n)
-
-
 cdef inline void _le32(unsigned char* o, uint64_t v) noexcept:
     o[0] = <uint8_t>v
     o[1] = <uint8_t>(v >> 8)
@@ -360,6 +345,11 @@ cdef int _bigint(Writer* w, object v) except -1:
     """An int outside the signed 64-bit range (rare): the Python twin's opcodes of it."""
     writer = _PythonWriter(False)
     writer.write_int(v)
+    return _written_by(w, writer)
+
+
+cdef int _written_by(Writer* w, object writer) except -1:
+    """The opcodes a Python twin's _Writer wrote, copied in."""
     opcodes = b"".join(writer.parts)
     return _raw(w, <const char*>opcodes, len(opcodes))
 
@@ -452,7 +442,6 @@ cdef inline int _float(Writer* w, double d) except -1:
 
 cdef int _bytes_header(Writer* w, Py_ssize_t n) except -1:
     cdef unsigned char* o
-    cdef int i
     _reserve(w, 9)
     o = w.buf + w.pos
     if n < 256:
@@ -464,10 +453,7 @@ cdef int _bytes_header(Writer* w, Py_ssize_t n) except -1:
         _le32(o + 1, <uint64_t>n)
         w.pos += 5
     else:
-        o[0] = BINBYTES8
-        for i in range(8):
-            o[1 + i] = <uint8_t>((<uint64_t>n) >> (8 * i))
-        w.pos += 9
+        return _python_twin()  # 4 GiB or more (BINBYTES8)
     return 0
 
 
@@ -554,15 +540,14 @@ cdef int _global(Writer* w, object module, object name) except -1:
 
 cdef int _class_utf8(Writer* w, str s) except -1:
     """s.encode("utf-8"), strict: a GLOBAL line with a lone surrogate could not be read back."""
-    cdef Py_ssize_t n
-    cdef const char* utf8
     zjc_unicode_ready(s)
     if PyUnicode_IS_ASCII(s):
         return _raw(w, PyUnicode_DATA(s), PyUnicode_GET_LENGTH(s))
-    utf8 = zjc_utf8(s, &n)
-    if utf8 == NULL:
-        raise CodecError(CLASS_NOT_UTF8)
-    return _raw(w, utf8, n)
+    try:  # rare: a class name that is not ASCII
+        utf8 = s.encode("utf-8")
+    except UnicodeEncodeError:
+        raise CodecError(CLASS_NOT_UTF8) from None
+    return _raw(w, <const char*>utf8, len(utf8))
 
 
 cdef int _global_dotted(Writer* w, str dotted) except -1:
@@ -596,32 +581,6 @@ cdef int _global_dotted(Writer* w, str dotted) except -1:
 # Markers: the C twin of _common.marker_kind
 # ---------------------------------------------------------------------------
 
-cdef enum Kind:
-    K_NONE
-    K_WRAPPER
-    K_T
-    K_B
-    K_BI
-    K_D
-    K_SET
-    K_FSET
-    K_REF
-    K_PKL
-    K_DT
-    K_DATE
-    K_TIME
-    K_TD
-    K_DEC
-    K_UUID
-    K_CLS
-    K_REDUCE
-    K_NEWOBJ
-    K_PYTHON        # @inst, @ns, @su, @f: no report set has them, the Python twin writes them
-    K_INSTANCE
-    K_KV
-    K_KS
-    K_CHILDREN
-
 # Marker keys, as bit numbers of a key set.
 cdef enum Key:
     KEY_T, KEY_B, KEY_D, KEY_F, KEY_S,
@@ -633,6 +592,13 @@ cdef enum Key:
     KEY_APPENDS,
     KEY_CALLABLE, KEY_CHILDREN,
     _KEY_COUNT
+
+# The kind of a dict (_marker_kind): the Key of the marker it is (KEY_DT also for {"@dt": ..., "@tz": ...},
+# KEY_KV also for a bucket's {"@kv": ..., "@next": ...}...), or one of these.
+cdef enum:
+    K_NONE = _KEY_COUNT     # a plain dict
+    K_WRAPPER               # {"@args": ..., "@state": ...} and the other wrappers: written as a plain dict
+    K_INSTANCE              # {"@cls": ..., "@s": ...}
 
 
 cdef inline uint64_t _bit(int key) noexcept:
@@ -713,7 +679,7 @@ cdef inline int _key_of(const char* p, Py_ssize_t n) noexcept:
         slot = (slot + 1) & (_SLOTS - 1)
 
 
-# One-key markers: the Kind of each key and what its value must be.
+# One-key markers: what the value of each key must be.
 cdef enum Want:
     W_NOTHING       # not a one-key marker
     W_ANY
@@ -723,25 +689,20 @@ cdef enum Want:
     W_CLS           # [module, name]
     W_BTREE_LIST    # type(v) is list, only as a BTree state
 
-cdef signed char _ONE_KIND[_KEY_COUNT]
 cdef signed char _ONE_WANT[_KEY_COUNT]
 
 
 cdef void _init_one_key_markers():
     cdef int key
     for key in range(<int>_KEY_COUNT):
-        _ONE_KIND[key] = K_NONE
         _ONE_WANT[key] = W_NOTHING
-    for key, kind, want in (
-        (KEY_T, K_T, W_LIST), (KEY_REF, K_REF, W_ANY), (KEY_B, K_B, W_STR), (KEY_DT, K_DT, W_STR),
-        (KEY_DEC, K_DEC, W_STR), (KEY_FSET, K_FSET, W_LIST), (KEY_SET, K_SET, W_LIST),
-        (KEY_DATE, K_DATE, W_STR), (KEY_TD, K_TD, W_LIST), (KEY_UUID, K_UUID, W_STR),
-        (KEY_TIME, K_TIME, W_STR), (KEY_BI, K_BI, W_STR), (KEY_D, K_D, W_LIST), (KEY_PKL, K_PKL, W_STR),
-        (KEY_CLS, K_CLS, W_CLS), (KEY_REDUCE, K_REDUCE, W_DICT), (KEY_NEWOBJ, K_NEWOBJ, W_DICT),
-        (KEY_INST, K_PYTHON, W_DICT), (KEY_NS, K_PYTHON, W_STR), (KEY_SU, K_PYTHON, W_STR), (KEY_F, K_PYTHON, W_STR),
-        (KEY_KV, K_KV, W_BTREE_LIST), (KEY_KS, K_KS, W_BTREE_LIST),
+    for key, want in (
+        (KEY_T, W_LIST), (KEY_REF, W_ANY), (KEY_B, W_STR), (KEY_DT, W_STR), (KEY_DEC, W_STR), (KEY_FSET, W_LIST),
+        (KEY_SET, W_LIST), (KEY_DATE, W_STR), (KEY_TD, W_LIST), (KEY_UUID, W_STR), (KEY_TIME, W_STR),
+        (KEY_BI, W_STR), (KEY_D, W_LIST), (KEY_PKL, W_STR), (KEY_CLS, W_CLS), (KEY_REDUCE, W_DICT),
+        (KEY_NEWOBJ, W_DICT), (KEY_INST, W_DICT), (KEY_NS, W_STR), (KEY_SU, W_STR), (KEY_F, W_STR),
+        (KEY_KV, W_BTREE_LIST), (KEY_KS, W_BTREE_LIST),
     ):
-        _ONE_KIND[key] = kind
         _ONE_WANT[key] = want
 
 
@@ -770,7 +731,7 @@ cdef int _one_key_kind(PyObject* k, PyObject* v, bint btree) noexcept:
     key = _key(<object>k)
     if key < 0 or not _wanted(_ONE_WANT[key], <object>v, btree):
         return K_NONE
-    return _ONE_KIND[key]
+    return key
 
 
 cdef inline bint _at_str(PyObject* k) noexcept:
@@ -792,7 +753,7 @@ cdef inline bint _is_cls_value(object v) noexcept:
 
 
 cdef int _marker_kind(dict d, bint btree, PyObject** first) noexcept:
-    """_common.marker_kind, as a Kind (never raises: it only looks at types).
+    """_common.marker_kind, as a kind (never raises: it only looks at types).
 
     *first is set to the value of a one-key dict (borrowed), saving a lookup.
     """
@@ -817,20 +778,20 @@ cdef int _marker_kind(dict d, bint btree, PyObject** first) noexcept:
     if keys & ~(_bit(KEY_ITEMS) | _bit(KEY_APPENDS)) == _bit(KEY_CLS) | _bit(KEY_S):
         return K_INSTANCE if _is_cls_value(d["@cls"]) else K_NONE
     if keys == _bit(KEY_DT) | _bit(KEY_TZ):
-        return K_DT if isinstance(d["@dt"], str) and isinstance(d["@tz"], dict) else K_NONE
+        return KEY_DT if isinstance(d["@dt"], str) and isinstance(d["@tz"], dict) else K_NONE
     if keys == _bit(KEY_TIME) | _bit(KEY_TZ):
-        return K_TIME if isinstance(d["@time"], str) and isinstance(d["@tz"], dict) else K_NONE
+        return KEY_TIME if isinstance(d["@time"], str) and isinstance(d["@tz"], dict) else K_NONE
     if (keys == _bit(KEY_ARGS) | _bit(KEY_STATE) or keys == _bit(KEY_OBJ) | _bit(KEY_STATE)
             or keys == _bit(KEY_CALLABLE) | _bit(KEY_ARGS) | _bit(KEY_STATE)
             or keys == _bit(KEY_ARGS) | _bit(KEY_KWARGS)):
         return K_WRAPPER
     if btree:
         if keys == _bit(KEY_KV) | _bit(KEY_NEXT):
-            return K_KV
+            return KEY_KV
         if keys == _bit(KEY_KS) | _bit(KEY_NEXT):
-            return K_KS
+            return KEY_KS
         if keys == _bit(KEY_CHILDREN) | _bit(KEY_FIRST):
-            return K_CHILDREN
+            return KEY_CHILDREN
     return K_NONE
 
 
@@ -999,27 +960,27 @@ cdef inline bint _is_escaped_key(str k) noexcept:
 cdef int _marker(Writer* w, dict d, int kind, PyObject* first, Py_ssize_t depth) except -1:
     """The markers of _encode_python._MARKERS; first is the value of a one-key marker, as d[key] gives it."""
     cdef object value = <object>first if first != NULL else None  # our own reference while code may run
-    if kind == K_REF:
+    if kind == KEY_REF:
         return _ref(w, value, depth)
-    if kind == K_T:
+    if kind == KEY_T:
         return _tuple(w, value, depth)
-    if kind == K_DT:
+    if kind == KEY_DT:
         if PyDict_GET_SIZE(d) == 1:
             return _m_dt(w, value, None, depth)
         return _m_dt(w, d["@dt"], d["@tz"], depth)
-    if kind == K_DEC:
+    if kind == KEY_DEC:
         return _m_dec(w, value, depth)
-    if kind == K_SET or kind == K_FSET:
-        _text(w, b"cbuiltins\nset\n" if kind == K_SET else b"cbuiltins\nfrozenset\n", 14 if kind == K_SET else 20)
+    if kind == KEY_SET or kind == KEY_FSET:
+        _raw(w, b"cbuiltins\nset\n" if kind == KEY_SET else b"cbuiltins\nfrozenset\n", 14 if kind == KEY_SET else 20)
         _value(w, value, depth)
         return _op2(w, TUPLE1, REDUCE)
-    if kind == K_B:
+    if kind == KEY_B:
         return _b64(w, value, "@b")
-    if kind == K_DATE:
+    if kind == KEY_DATE:
         return _m_date(w, value, depth)
-    if kind == K_TD:
+    if kind == KEY_TD:
         return _m_td(w, value, depth)
-    if kind == K_UUID:
+    if kind == KEY_UUID:
         return _m_uuid(w, value)
     if kind == K_INSTANCE:
         return _instance(w, d, depth)
@@ -1028,25 +989,23 @@ cdef int _marker(Writer* w, dict d, int kind, PyObject* first, Py_ssize_t depth)
 
 cdef int _rare_marker(Writer* w, dict d, int kind, Py_ssize_t depth) except -1:
     # Kept apart so that the frames of the common markers' recursion stay small.
-    if kind == K_TIME:
+    if kind == KEY_TIME:
         return _m_time(w, d, depth)
-    if kind == K_CLS:
+    if kind == KEY_CLS:
         cls = <list>d["@cls"]
         return _global(w, cls[0], cls[1])
-    if kind == K_BI:
+    if kind == KEY_BI:
         return _m_bi(w, d["@bi"])
-    if kind == K_D:
+    if kind == KEY_D:
         _op(w, EMPTY_DICT)
         if d["@d"]:
             _pairs(w, d["@d"], depth, "@d")
         return 0
-    if kind == K_PKL:
+    if kind == KEY_PKL:
         return _b64(w, d["@pkl"], "@pkl")  # nested: bytes, as the Rust codec wrote it
-    if kind == K_REDUCE or kind == K_NEWOBJ:
+    if kind == KEY_REDUCE or kind == KEY_NEWOBJ:
         return _reduce(w, d, depth)
-    if kind == K_PYTHON:
-        return _python_twin()
-    raise AssertionError(kind)
+    return _python_twin()  # @inst, @ns, @su, @f: no report set has them, the Python twin writes them
 
 
 cdef int _b64(Writer* w, object text, str what) except -1:
@@ -1235,11 +1194,11 @@ cdef int _btree_state(Writer* w, object state, int is_tree, Py_ssize_t depth) ex
     cdef bint has_next
     cdef PyObject* first = NULL
     cdef int kind = _marker_kind(<dict>state, True, &first) if type(state) is dict else K_NONE
-    if kind == K_KV or kind == K_KS:
+    if kind == KEY_KV or kind == KEY_KS:
         # {"@kv": ...} or {"@kv": ..., "@next": ...} (exact str keys, so the size tells)
         has_next = PyDict_GET_SIZE(state) == 2
-        items = (<dict>state)["@kv" if kind == K_KV else "@ks"] if has_next else <object>first
-        if kind == K_KV:
+        items = (<dict>state)["@kv" if kind == KEY_KV else "@ks"] if has_next else <object>first
+        if kind == KEY_KV:
             if not _kv_direct(w, items):
                 _tuple(w, _flatten(items), depth)
         else:
@@ -1254,7 +1213,7 @@ cdef int _btree_state(Writer* w, object state, int is_tree, Py_ssize_t depth) ex
             _op(w, TUPLE2)
         else:
             _op(w, TUPLE1)
-    elif kind == K_CHILDREN:
+    elif kind == KEY_CHILDREN:
         if not is_tree:
             raise CodecError("invalid pickle data: @children in the state of a bucket")
         _tuple(w, (<dict>state)["@children"], depth)
@@ -1269,27 +1228,12 @@ cdef int _btree_state(Writer* w, object state, int is_tree, Py_ssize_t depth) ex
 # Known types: common shapes in C, the rest through _known's calls
 # ---------------------------------------------------------------------------
 
-cdef int _call(Writer* w, object call, Py_ssize_t depth) except -1:
-    """A ``_encode_known.Call``: callable, arguments tuple, REDUCE (see _encode_python._Writer.call)."""
-    cdef Py_ssize_t n
-    callable_ = call.callable
-    if type(callable_) is _Global:
-        _global(w, callable_.module, callable_.name)
-    else:
-        _call(w, callable_, depth)
-    args = call.args
-    n = len(args)
-    if n > 3:
-        _op(w, MARK)
-    for a in args:
-        if type(a) is _Call:
-            _call(w, a, depth)
-        elif type(a) is _Global:
-            _global(w, a.module, a.name)
-        else:
-            _value(w, a, depth)
-    _op(w, EMPTY_TUPLE if n == 0 else TUPLE1 if n == 1 else TUPLE2 if n == 2 else TUPLE3 if n == 3 else TUPLE)
-    return _op(w, REDUCE)
+cdef int _call(Writer* w, object call) except -1:
+    """A ``_encode_known.Call`` (a known type's value in a shape the C readers below do not take), as the Python
+    twin's _Writer.call writes it: the arguments are scalars, globals and calls."""
+    writer = _PythonWriter(False)
+    writer.call(call)
+    return _written_by(w, writer)
 
 
 cdef inline Py_ssize_t _digits(const unsigned char* p, Py_ssize_t i, Py_ssize_t n) noexcept:
@@ -1349,7 +1293,7 @@ cdef int _timezone(Writer* w, long long total) except -1:
     cdef long long day = 86400000000LL, days, rest
     days = total // day if total >= 0 else -((-total + day - 1) // day)
     rest = total - days * day
-    _text(w, b"cdatetime\ntimezone\ncdatetime\ntimedelta\n", 39)
+    _raw(w, b"cdatetime\ntimezone\ncdatetime\ntimedelta\n", 39)
     _int64(w, days)
     _int64(w, rest // 1000000)
     _int64(w, rest % 1000000)
@@ -1420,7 +1364,7 @@ cdef bint _zoned_call(Writer* w, const char* call, Py_ssize_t call_size, const u
     cdef int offset = _offset(p, end, n, &total)
     if offset < 0:
         return False
-    _text(w, call, call_size)
+    _raw(w, call, call_size)
     _raw(w, state, state_size)
     if offset:
         _timezone(w, total)
@@ -1446,13 +1390,13 @@ cdef int _m_dt(Writer* w, object text, object tz, Py_ssize_t depth) except -1:
                 return 0
             if zone != NULL and end == n:
                 arguments = <list>zone  # held: a big int among them runs code (a collection) as it is written
-                _text(w, b"cdatetime\ndatetime\nC\n", 21)
+                _raw(w, b"cdatetime\ndatetime\nC\n", 21)
                 _raw(w, state, 10)
-                _text(w, b"cpytz\n_p\n", 9)  # pytz._p(*arguments), as _call writes tz_call's Call
+                _raw(w, b"cpytz\n_p\n", 9)  # pytz._p(*arguments), as _Writer.call writes tz_call's Call
                 _tuple(w, arguments, depth)
                 _op(w, REDUCE)
                 return _op2(w, TUPLE2, REDUCE)
-    return _call(w, _encode_known.datetime_call(text, tz), depth)
+    return _call(w, _encode_known.datetime_call(text, tz))
 
 
 cdef PyObject* _pytz_arguments(object tz) noexcept:
@@ -1493,7 +1437,7 @@ cdef int _m_time(Writer* w, dict d, Py_ssize_t depth) except -1:
         if (_clock(p, 0, n, state, &end) == 0
                 and _zoned_call(w, b"cdatetime\ntime\nC\x06", 17, state, 6, p, end, n)):
             return 0
-    return _call(w, _encode_known.time_call(text, d.get("@tz")), depth)
+    return _call(w, _encode_known.time_call(text, d.get("@tz")))
 
 
 cdef int _m_date(Writer* w, object text, Py_ssize_t depth) except -1:
@@ -1506,10 +1450,10 @@ cdef int _m_date(Writer* w, object text, Py_ssize_t depth) except -1:
             n = 10  # date_call matches the first ten characters only
         p = <const unsigned char*>PyUnicode_DATA(text)
         if _date_part(p, n, state, &end) == 0 and end == n:
-            _text(w, b"cdatetime\ndate\nC\x04", 17)
+            _raw(w, b"cdatetime\ndate\nC\x04", 17)
             _raw(w, state, 4)
             return _op2(w, TUPLE1, REDUCE)
-    return _call(w, _encode_known.date_call(text), depth)
+    return _call(w, _encode_known.date_call(text))
 
 
 cdef int _m_td(Writer* w, object parts, Py_ssize_t depth) except -1:
@@ -1520,47 +1464,40 @@ cdef int _m_td(Writer* w, object parts, Py_ssize_t depth) except -1:
         days = <object>PyList_GET_ITEM(parts, 0)  # held: a big int's writing may run code that changes parts
         seconds = <object>PyList_GET_ITEM(parts, 1)
         microseconds = <object>PyList_GET_ITEM(parts, 2)
-        _text(w, b"cdatetime\ntimedelta\n", 20)
+        _raw(w, b"cdatetime\ntimedelta\n", 20)
         _int(w, days)
         _int(w, seconds)
         _int(w, microseconds)
         return _op2(w, TUPLE3, REDUCE)
-    return _call(w, _encode_known.timedelta_call(parts), depth)
+    return _call(w, _encode_known.timedelta_call(parts))
 
 
 cdef int _m_dec(Writer* w, object text, Py_ssize_t depth) except -1:
     if type(text) is str:
-        _text(w, b"cdecimal\nDecimal\n", 17)
+        _raw(w, b"cdecimal\nDecimal\n", 17)
         _str(w, <str>text)
         return _op2(w, TUPLE1, REDUCE)
-    return _call(w, _encode_known.decimal_call(text), depth)
+    return _call(w, _encode_known.decimal_call(text))
 
 
 cdef int _uuid_head(Writer* w) except -1:
-    return _text(w, b"cuuid\nUUID\n)\x81}X\x03\x00\x00\x00int", 22)
+    return _raw(w, b"cuuid\nUUID\n)\x81}X\x03\x00\x00\x00int", 22)
 
 
 cdef int _m_uuid(Writer* w, object text) except -1:
     cdef const unsigned char* p
+    cdef uint8_t raw[16]
     cdef uint64_t hi = 0, lo = 0
-    cdef int i, k = 0, digit
+    cdef int i
     if type(text) is str and PyUnicode_IS_ASCII(text) and PyUnicode_GET_LENGTH(text) == 36:
         # The canonical 8-4-4-4-12 spelling; anything else through _encode_known.uuid_int.
         p = <const unsigned char*>PyUnicode_DATA(text)
-        for i in range(36):
-            if i == 8 or i == 13 or i == 18 or i == 23:
-                if p[i] != b"-":
-                    break
-                continue
-            digit = zjc_hexval(p[i])
-            if digit < 0:
-                break
-            if k < 16:
-                hi = hi << 4 | <uint64_t>digit
-            else:
-                lo = lo << 4 | <uint64_t>digit
-            k += 1
-        else:
+        if (p[8] == p[13] == p[18] == p[23] == b"-" and zjc_unhex(p, 8, raw) == 0 and zjc_unhex(p + 9, 4, raw + 4) == 0
+                and zjc_unhex(p + 14, 4, raw + 6) == 0 and zjc_unhex(p + 19, 4, raw + 8) == 0
+                and zjc_unhex(p + 24, 12, raw + 10) == 0):
+            for i in range(8):
+                hi = hi << 8 | raw[i]
+                lo = lo << 8 | raw[8 + i]
             _uuid_head(w)
             _int128(w, False, hi, lo)
             return _op2(w, SETITEM, BUILD)
@@ -1592,29 +1529,21 @@ def _dict_items_walked(d, Py_ssize_t reopen=0):
     cdef PyObject* v = NULL
     cdef zjc_dict_run run
     cdef Py_ssize_t n = 0, i, size = PyDict_GET_SIZE(d) if isinstance(d, dict) else 0
-    cdef PyObject** read
     if not isinstance(d, dict):
         raise TypeError("a dict")
-    # The entries as read, with references of their own, into C memory: making the result's tuples may start
-    # the collector, whose __del__ methods could change the dict under a walk still going.
-    read = <PyObject**>PyMem_Malloc((2 * size + 2) * sizeof(PyObject*))
-    if read == NULL:
-        raise MemoryError()
-    try:
-        zjc_dict_run_open(d, 0, &run)
-        while n < size and (zjc_dict_run_next(&run, &pos, &k, &v) if reopen > 0 else zjc_dict_next(d, &pos, &k, &v)):
-            read[2 * n] = k
-            read[2 * n + 1] = v
-            Py_INCREF(<object>k)
-            Py_INCREF(<object>v)
-            n += 1
-            if reopen > 0 and n % reopen == 0:
-                zjc_dict_run_open(d, pos, &run)
-        return [(<object>read[2 * i], <object>read[2 * i + 1]) for i in range(n)], zjc_dict_direct != 0
-    finally:
-        for i in range(2 * n):
-            Py_DECREF(<object>read[i])
-        PyMem_Free(read)
+    # The entries as read, with references of their own, into a tuple made first: making anything while the walk
+    # reads may start the collector, whose __del__ methods could change the dict under it (as _flatten).
+    cdef tuple read = PyTuple_New(2 * size)
+    zjc_dict_run_open(d, 0, &run)
+    while n < size and (zjc_dict_run_next(&run, &pos, &k, &v) if reopen > 0 else zjc_dict_next(d, &pos, &k, &v)):
+        Py_INCREF(<object>k)
+        PyTuple_SET_ITEM(read, 2 * n, <object>k)
+        Py_INCREF(<object>v)
+        PyTuple_SET_ITEM(read, 2 * n + 1, <object>v)
+        n += 1
+        if reopen > 0 and n % reopen == 0:
+            zjc_dict_run_open(d, pos, &run)
+    return [(read[2 * i], read[2 * i + 1]) for i in range(n)], zjc_dict_direct != 0
 
 
 def _dict_pair_read(d):
@@ -1679,10 +1608,10 @@ cdef int _record_head(Writer* w, str module, str name, object args) except -1:
     _str(w, module)
     _str(w, name)
     if args is None:  # nearly every record
-        return _text(w, b"\x86N\x86.\x80\x03", 6)  # TUPLE2 NONE TUPLE2 STOP, then the state's PROTO 3
+        return _raw(w, b"\x86N\x86.\x80\x03", 6)  # TUPLE2 NONE TUPLE2 STOP, then the state's PROTO 3
     _op(w, TUPLE2)
     _value(w, args, 1)
-    return _text(w, b"\x86.\x80\x03", 4)
+    return _raw(w, b"\x86.\x80\x03", 4)
 
 
 def encode_zodb_record(obj):
@@ -2188,7 +2117,7 @@ cdef int _json_ref(Reader* r, Writer* w) except -1:
     if r.i < r.n and r.p[r.i] == 34:
         oid_size = _quoted_run(r)
         if oid_size >= 0 and _expect(r, b'}') and _write_oid(w, r.p + oid_at, oid_size):
-            _text(w, b"N\x86Q", 3)              # no class: NONE, TUPLE2, BINPERSID
+            _raw(w, b"N\x86Q", 3)              # no class: NONE, TUPLE2, BINPERSID
             return 1
     elif _json_pair(r, &pair) and _expect(r, b'}') and _write_oid(w, r.p + pair.module_at, pair.module_size):
         dot = pair.name_size - 1  # the class "module.Name" as GLOBAL "module\nName\n" (_global_dotted)
@@ -2242,7 +2171,7 @@ cdef int _json_one_key_marker(Reader* r, Writer* w, Py_ssize_t depth) except -1:
             return 1
     elif key == KEY_SET or key == KEY_FSET:
         if r.i < r.n and r.p[r.i] == b'[':
-            _text(w, b"cbuiltins\nset\n" if key == KEY_SET else b"cbuiltins\nfrozenset\n", 14 if key == KEY_SET else 20)
+            _raw(w, b"cbuiltins\nset\n" if key == KEY_SET else b"cbuiltins\nfrozenset\n", 14 if key == KEY_SET else 20)
             _json_list(r, w, depth)
             if _expect(r, b'}'):
                 return _op2(w, TUPLE1, REDUCE) + 1
@@ -2252,7 +2181,7 @@ cdef int _json_one_key_marker(Reader* r, Writer* w, Py_ssize_t depth) except -1:
             if key == KEY_DT:
                 _m_dt(w, value, None, depth)  # _marker would ask the dict for an "@tz"
             else:
-                _marker(w, None, _ONE_KIND[key], <PyObject*>value, depth)
+                _marker(w, None, key, <PyObject*>value, depth)
             return 1
     r.i = save_i
     w.pos = save_pos
@@ -2612,7 +2541,7 @@ cdef bytes _from_text(object text, bint check_utf8, str module, str name):
         _op2(&w, PROTO, 3)
         _str(&w, module)
         _str(&w, name)
-        _text(&w, b"\x86N\x86.\x80\x03", 6)     # TUPLE2, no args, TUPLE2, STOP, PROTO 3
+        _raw(&w, b"\x86N\x86.\x80\x03", 6)     # TUPLE2, no args, TUPLE2, STOP, PROTO 3
         state = _json_top(&w, p, n, check_utf8, _btree_class(module, name))
         if state is not None:
             record = {"@cls": [module, name], "@s": state}  # own line: check-c takes a call of a dict literal for GCC C
