@@ -395,22 +395,11 @@ cdef int _int128(Writer* w, bint negative, uint64_t hi, uint64_t lo) except -1:
 
 
 cdef int _long1(Writer* w, bint negative, uint64_t hi, uint64_t lo) except -1:
-    """LONG1 of the int of magnitude hi:lo: (bit_length >> 3) + 1 two's complement bytes, one fewer when that
-    leaves a redundant 0xff sign byte (as the Python twin)."""
+    """LONG1 of the int of magnitude hi:lo: its shortest two's complement bytes, which are what the Python twin's
+    (bit_length >> 3) + 1 bytes, less a redundant 0xff sign byte, come to."""
     cdef unsigned char* o
-    cdef int bits, nbytes, i
-    cdef uint64_t u
-    cdef uint64_t fill = 0xFF if negative else 0
-    if hi:
-        bits = 64
-        u = hi
-    else:
-        bits = 0
-        u = lo
-    while u:
-        bits += 1
-        u >>= 1
-    nbytes = (bits >> 3) + 1
+    cdef int nbytes = 17, i
+    cdef uint8_t fill = 0xFF if negative else 0
     if negative:  # the two's complement of hi:lo
         lo = ~lo + 1
         hi = ~hi + (1 if lo == 0 else 0)
@@ -418,7 +407,7 @@ cdef int _long1(Writer* w, bint negative, uint64_t hi, uint64_t lo) except -1:
     o = w.buf + w.pos
     for i in range(nbytes):
         o[2 + i] = <uint8_t>(lo >> (8 * i) if i < 8 else hi >> (8 * (i - 8)) if i < 16 else fill)
-    if negative and nbytes > 1 and o[1 + nbytes] == 0xFF and (o[nbytes] & 0x80):
+    while nbytes > 1 and o[1 + nbytes] == fill and (o[nbytes] & 0x80) == (fill & 0x80):  # a sign byte too many
         nbytes -= 1
     o[0] = LONG1
     o[1] = <uint8_t>nbytes
