@@ -1018,18 +1018,12 @@ cdef int _b64(Writer* w, object text, str what) except -1:
 
 cdef int _hex_bytes(Writer* w, str text) except -1:
     """Bytes of an oid's hex digits: 1 written, 0 (nothing written) if _known.is_hex refuses the text."""
-    cdef Py_ssize_t n, start
-    if not PyUnicode_IS_ASCII(text):
-        return 0
-    n = PyUnicode_GET_LENGTH(text)
-    start = w.pos
-    _bytes_header(w, n // 2)
-    _reserve(w, n // 2)
-    if zjc_unhex(<const unsigned char*>PyUnicode_DATA(text), n, w.buf + w.pos) < 0:
-        w.pos = start
-        return 0
-    w.pos += n // 2
-    return 1
+    cdef Py_ssize_t start = w.pos
+    cdef const unsigned char* digits = <const unsigned char*>PyUnicode_DATA(text)
+    if PyUnicode_IS_ASCII(text) and _write_oid(w, digits, PyUnicode_GET_LENGTH(text)):
+        return 1
+    w.pos = start
+    return 0
 
 
 cdef int _ref(Writer* w, object v, Py_ssize_t depth) except -1:
@@ -1564,12 +1558,6 @@ cdef object _verbatim(object value):
     return None
 
 
-cdef inline bint _is_exact_cls(object cls) noexcept:
-    """cls is a list of two exact strs."""
-    return (type(cls) is list and PyList_GET_SIZE(cls) == 2 and type(<object>PyList_GET_ITEM(cls, 0)) is str
-            and type(<object>PyList_GET_ITEM(cls, 1)) is str)
-
-
 cdef inline bint _is_text(str k, const char* text, Py_ssize_t n) noexcept:
     """The exact str k is the n ASCII characters at text (a compare the compiler unrolls; _key hashes)."""
     return PyUnicode_GET_LENGTH(k) == n and ascii_at(k, 0, text, n)
@@ -1629,14 +1617,14 @@ cdef object _record(object obj):
     cdef Writer w
     cdef PyObject* p
     cdef PyObject* s
-    if type(obj) is dict and _usual_record(<dict>obj, &p, &s) and _is_exact_cls(<object>p):
+    if type(obj) is dict and _usual_record(<dict>obj, &p, &s) and _is_cls_value(<object>p):
         module = <object>PyList_GET_ITEM(<object>p, 0)
         name = <object>PyList_GET_ITEM(<object>p, 1)
         state = <object>s
     else:
         module, name, state = record_parts(obj)  # other shapes, and their errors
-        if type(module) is not str or type(name) is not str:
-            return _python_twin()
+    if type(module) is not str or type(name) is not str:
+        return _python_twin()
     verbatim = _verbatim(state)
     if verbatim is not None:
         return verbatim
