@@ -21,7 +21,7 @@ from cpython.unicode cimport (
     PyUnicode_DATA, PyUnicode_FindChar, PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_READ_CHAR,
 )
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
-from libc.string cimport memcpy, memmove, memset
+from libc.string cimport memchr, memcpy, memmove, memset
 
 from ._classnames cimport BTREE_IS_TREE, ascii_at, btree_bits, same_bytes
 from ._opcodes cimport *
@@ -120,19 +120,10 @@ cdef extern from *:
         }
         return n;
     }
-
-    /* The last '.' of p[0:n], or -1; *newline set if a newline is in it. */
-    static Py_ssize_t zjc_last_dot(const unsigned char *p, Py_ssize_t n, int *newline) {
-        Py_ssize_t i = n - 1;
-        while (i >= 0 && p[i] != '.') i--;
-        *newline = memchr(p, 10, (size_t)n) != NULL;
-        return i;
-    }
     """
     int zjc_unicode_ready(object o) except -1
     int zjc_decimal_magnitude(const unsigned char* s, Py_ssize_t n, int* negative, uint64_t* hi, uint64_t* lo) noexcept
     int zjc_compact_long(object v, long long* out) noexcept
-    Py_ssize_t zjc_last_dot(const unsigned char* p, Py_ssize_t n, int* newline) noexcept
     Py_ssize_t zjc_plain_run(const unsigned char* p, Py_ssize_t n) noexcept
 
 
@@ -542,27 +533,23 @@ cdef int _class_utf8(Writer* w, str s) except -1:
 cdef int _global_dotted(Writer* w, str dotted) except -1:
     """GLOBAL of ``module.Name`` split at its last dot (the compact @ref class); the Python twin writes a name
     that is not ASCII."""
-    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(dotted), i
-    cdef int newline
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(dotted), i = n - 1, at
     cdef unsigned char* o
+    cdef const unsigned char* p = <const unsigned char*>PyUnicode_DATA(dotted)
     if not PyUnicode_IS_ASCII(dotted):
         return _python_twin()
-    i = zjc_last_dot(<const unsigned char*>PyUnicode_DATA(dotted), n, &newline)
-    if newline:
+    if memchr(p, 10, <size_t>n) != NULL:
         raise CodecError("invalid pickle data: class module or name contains a newline")
+    while i >= 0 and p[i] != b".":  # its last dot
+        i -= 1
+    at = 1 if i >= 0 else 2  # "cmodule\nName\n", the dot made the newline; no dot: "c\nName\n", an empty module
     _reserve(w, n + 3)
     o = w.buf + w.pos
     o[0] = GLOBAL
-    if i < 0:  # "c\nName\n": an empty module
-        o[1] = 10
-        memcpy(o + 2, PyUnicode_DATA(dotted), <size_t>n)
-        o[n + 2] = 10
-        w.pos += n + 3
-    else:  # "cmodule\nName\n"
-        memcpy(o + 1, PyUnicode_DATA(dotted), <size_t>n)
-        o[1 + i] = 10
-        o[n + 1] = 10
-        w.pos += n + 2
+    memcpy(o + at, p, <size_t>n)
+    o[at + i] = 10  # the dot's place, or (no dot) o[1]
+    o[at + n] = 10
+    w.pos += at + n + 1
     return 0
 
 
