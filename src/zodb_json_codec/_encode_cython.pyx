@@ -945,7 +945,7 @@ cdef int _marker(Writer* w, dict d, int kind, PyObject* first, Py_ssize_t depth)
             return _m_dt(w, value, None, depth)
         return _m_dt(w, d["@dt"], d["@tz"], depth)
     if kind == KEY_DEC:
-        return _m_dec(w, value, depth)
+        return _m_dec(w, value)
     if kind == KEY_SET or kind == KEY_FSET:
         _raw(w, b"cbuiltins\nset\n" if kind == KEY_SET else b"cbuiltins\nfrozenset\n", 14 if kind == KEY_SET else 20)
         _value(w, value, depth)
@@ -953,9 +953,9 @@ cdef int _marker(Writer* w, dict d, int kind, PyObject* first, Py_ssize_t depth)
     if kind == KEY_B:
         return _b64(w, value, "@b")
     if kind == KEY_DATE:
-        return _m_date(w, value, depth)
+        return _m_date(w, value)
     if kind == KEY_TD:
-        return _m_td(w, value, depth)
+        return _m_td(w, value)
     if kind == KEY_UUID:
         return _m_uuid(w, value)
     if kind == K_INSTANCE:
@@ -966,7 +966,7 @@ cdef int _marker(Writer* w, dict d, int kind, PyObject* first, Py_ssize_t depth)
 cdef int _rare_marker(Writer* w, dict d, int kind, Py_ssize_t depth) except -1:
     # Kept apart so that the frames of the common markers' recursion stay small.
     if kind == KEY_TIME:
-        return _m_time(w, d, depth)
+        return _m_time(w, d)
     if kind == KEY_CLS:
         cls = <list>d["@cls"]
         return _global(w, cls[0], cls[1])
@@ -1396,7 +1396,7 @@ cdef PyObject* _pytz_arguments(object tz) noexcept:
     return found
 
 
-cdef int _m_time(Writer* w, dict d, Py_ssize_t depth) except -1:
+cdef int _m_time(Writer* w, dict d) except -1:
     cdef const unsigned char* p
     cdef Py_ssize_t n, end
     cdef uint8_t state[6]
@@ -1410,7 +1410,7 @@ cdef int _m_time(Writer* w, dict d, Py_ssize_t depth) except -1:
     return _call(w, _encode_known.time_call(text, d.get("@tz")))
 
 
-cdef int _m_date(Writer* w, object text, Py_ssize_t depth) except -1:
+cdef int _m_date(Writer* w, object text) except -1:
     cdef const unsigned char* p
     cdef Py_ssize_t n, end
     cdef uint8_t state[4]
@@ -1426,7 +1426,7 @@ cdef int _m_date(Writer* w, object text, Py_ssize_t depth) except -1:
     return _call(w, _encode_known.date_call(text))
 
 
-cdef int _m_td(Writer* w, object parts, Py_ssize_t depth) except -1:
+cdef int _m_td(Writer* w, object parts) except -1:
     if (type(parts) is list and PyList_GET_SIZE(parts) == 3
             and type(<object>PyList_GET_ITEM(parts, 0)) is int
             and type(<object>PyList_GET_ITEM(parts, 1)) is int
@@ -1442,7 +1442,7 @@ cdef int _m_td(Writer* w, object parts, Py_ssize_t depth) except -1:
     return _call(w, _encode_known.timedelta_call(parts))
 
 
-cdef int _m_dec(Writer* w, object text, Py_ssize_t depth) except -1:
+cdef int _m_dec(Writer* w, object text) except -1:
     if type(text) is str:
         _raw(w, b"cdecimal\nDecimal\n", 17)
         _str(w, <str>text)
