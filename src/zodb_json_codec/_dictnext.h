@@ -139,41 +139,32 @@ static int zjc_dict_walks_agree(PyObject *d) {
     return 1;
 }
 
-/* A dict of n items (text keys, or int keys), every third one deleted when holes is set; NULL on error. */
-static PyObject *zjc_dict_sample(Py_ssize_t n, int text_keys, int holes) {
-    PyObject *d = PyDict_New(), *k, *v;
-    Py_ssize_t i;
-    if (d == NULL)
-        return NULL;
-    for (i = 0; i < n; i++) {
-        k = text_keys ? PyUnicode_FromFormat("k%zd", i) : PyLong_FromSsize_t(i);
-        v = PyLong_FromSsize_t(i + 1000);
-        if (k == NULL || v == NULL || PyDict_SetItem(d, k, v) < 0
-                || (holes && i % 3 == 1 && PyDict_DelItem(d, k) < 0)) {
-            Py_XDECREF(k);
-            Py_XDECREF(v);
-            Py_DECREF(d);
-            return NULL;
-        }
-        Py_DECREF(k);
-        Py_DECREF(v);
-    }
-    return d;
-}
 #endif
 
-/* Chooses the walk once, at import: 0, or -1 with an exception set (memory ran out). */
+/* Chooses the walk once, at import, from the walks compared on dicts of every form the fast walk reads (text
+   keys and int keys, every third one deleted or not, 1- and 2-byte indices): 0, or -1 with an exception set
+   (memory ran out). */
 static int zjc_dict_next_init(void) {
 #ifdef ZJC_DICT_LAYOUT
     static const Py_ssize_t sizes[] = {0, 1, 5, 6, 40, 300};
     size_t s;
     int text_keys, holes, agree = 1;
-    PyObject *d;
+    Py_ssize_t i;
+    PyObject *d, *k, *v;
     zjc_dict_direct = 1;  /* for zjc_dict_walks_agree: the walks it compares read the entries */
     for (s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
         for (text_keys = 0; text_keys < 2; text_keys++)
             for (holes = 0; holes < 2; holes++) {
-                d = zjc_dict_sample(sizes[s], text_keys, holes);
+                d = PyDict_New();
+                for (i = 0; d != NULL && i < sizes[s]; i++) {
+                    k = text_keys ? PyUnicode_FromFormat("k%zd", i) : PyLong_FromSsize_t(i);
+                    v = PyLong_FromSsize_t(i + 1000);
+                    if (k == NULL || v == NULL || PyDict_SetItem(d, k, v) < 0
+                            || (holes && i % 3 == 1 && PyDict_DelItem(d, k) < 0))
+                        Py_CLEAR(d);
+                    Py_XDECREF(k);
+                    Py_XDECREF(v);
+                }
                 if (d == NULL) {
                     zjc_dict_direct = 0;
                     return -1;
