@@ -166,13 +166,7 @@ static inline int zjc_bmp_block8_ssse3(__m128i in, unsigned char *o) {
     return row0[0] + row1[0];
 }
 
-/* zjc_bmp_block8_ssse3 of the 8 characters of a 2-byte str at p. */
-__attribute__((target("ssse3")))
-static int zjc_ucs2_block8_ssse3(const Py_UCS2 *p, unsigned char *o) {
-    return zjc_bmp_block8_ssse3(_mm_loadu_si128((const __m128i *)p), o);
-}
-
-/* The same for 8 characters of a 4-byte str; -2 (nothing done) if one is past U+FFFF. */
+/* zjc_bmp_block8_ssse3 of the 8 characters of a 4-byte str at p; -2 (nothing done) if one is past U+FFFF. */
 __attribute__((target("ssse3")))
 static int zjc_ucs4_block8_ssse3(const Py_UCS4 *p, unsigned char *o) {
     const __m128i a = _mm_loadu_si128((const __m128i *)p), b = _mm_loadu_si128((const __m128i *)(p + 4));
@@ -211,7 +205,8 @@ ZJC_ALWAYS_INLINE Py_ssize_t zjc_utf8_of_width(int kind, const void *data, Py_ss
 #ifdef ZJC_X86_SIMD
     if (kind != 1 && zjc_bmp_blocks) {
         for (; i + 8 <= n; i += 8) {
-            k = kind == 2 ? zjc_ucs2_block8_ssse3(p2 + i, o) : zjc_ucs4_block8_ssse3(p4 + i, o);
+            k = kind == 2 ? zjc_bmp_block8_ssse3(_mm_loadu_si128((const __m128i *)(p2 + i)), o)
+                          : zjc_ucs4_block8_ssse3(p4 + i, o);
             if (k >= 0) {
                 o += k;
                 continue;
