@@ -26,11 +26,11 @@ from cpython.pyport cimport PY_SSIZE_T_MAX
 from cpython.exc cimport PyErr_Clear, PyErr_ExceptionMatches
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF
-from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.string cimport memchr, memcmp, memcpy
 from libc.math cimport fabs, isinf, isnan, signbit
 
-from ._classnames cimport BTREE_FAMILY, BTREE_IS_MAP, BTREE_IS_TREE, btree_bits
+from ._classnames cimport BTREE_IS_MAP, BTREE_IS_TREE, btree_bits
 from ._datetext cimport date_state_text, datetime_state_text, offset_text
 from ._opcodes cimport *
 from ._primitives cimport ZJC_B64_LENGTH, zjc_b64_decode_from, zjc_b64_encode, zjc_b64_size, zjc_hex_encode
