@@ -1153,7 +1153,7 @@ cdef inline Py_ssize_t _op_binput(_Context ctx, const unsigned char* p,
         Py_ssize_t pos, Py_ssize_t end, int width) except -1:
     """BINPUT (width 1), LONG_BINPUT (width 4) or MEMOIZE (width 0: the next index): the top of the stack into
     the memo."""
-    cdef int64_t idx = _le_at(p, pos, end, width) if width else ctx.memo_count
+    cdef int64_t idx = _le_at(p, pos, end, width) if width else <int64_t>ctx.memo_count
     if not ctx.stack:
         raise _err("pickle stack underflow", pos - 1)
     _memo_put(ctx, idx, _top(ctx.stack))
