@@ -28,12 +28,10 @@ from ._opcodes cimport *
 from ._primitives cimport (zjc_ascii_chars, zjc_b64_decode, zjc_b64_size, zjc_code_point, zjc_copy_short,
                            zjc_json_run, zjc_ucs_utf8_init, zjc_unhex, zjc_utf8_of_ucs, zjc_utf8_prefix, zjc_utf8_room)
 
-cimport cython
-
 from . import _encode_known
 from ._common import C_WALK_DEPTH, CodecError, b64decode, decimal_to_int
 from . import _encode_python
-from ._encode_python import CLASS_NOT_UTF8, public_functions, record_from_json, record_parts, reduce_parts, str_too_long
+from ._encode_python import public_functions, record_from_json, record_parts, reduce_parts, str_too_long
 
 cdef extern from "Python.h":
     bint PyUnicode_IS_ASCII(object o)
@@ -68,34 +66,6 @@ cdef extern from *:
     #endif
     }
 
-    /* The sign and the magnitude (hi:lo) of a decimal int text as _common.decimal_to_int reads it ([+-]?[0-9]+):
-       1 when the magnitude fits in 128 bits; 0 for anything else (not such a text, longer, or no 128-bit
-       integers in this compiler: the caller takes Python's way). */
-    static int zjc_decimal_magnitude(const unsigned char *s, Py_ssize_t n, int *negative, uint64_t *hi,
-                                     uint64_t *lo) {
-    #ifdef __SIZEOF_INT128__
-        typedef unsigned __int128 u128;
-        const u128 limit = ~(u128)0 / 10;  /* times 10 plus a digit stays in 128 bits up to here */
-        const unsigned last = (unsigned)(~(u128)0 % 10);
-        u128 magnitude = 0;
-        Py_ssize_t i = 0;
-        *negative = 0;
-        if (n > 0 && (s[0] == '+' || s[0] == '-')) { *negative = s[0] == '-'; i = 1; }
-        if (i == n || n > 48) return 0;
-        for (; i < n; i++) {
-            unsigned d = (unsigned)s[i] - '0';
-            if (d > 9 || magnitude > limit || (magnitude == limit && d > last)) return 0;
-            magnitude = magnitude * 10 + d;
-        }
-        *hi = (uint64_t)(magnitude >> 64);
-        *lo = (uint64_t)magnitude;
-        return 1;
-    #else
-        (void)s; (void)n; (void)negative; (void)hi; (void)lo;
-        return 0;
-    #endif
-    }
-
     /* The offset of the first byte of p[0:n] that is not printable ASCII, or is '"' or a backslash; else n
        (16 bytes at a time where SSE2 is there). */
     static Py_ssize_t zjc_plain_run(const unsigned char *p, Py_ssize_t n) {
@@ -122,7 +92,6 @@ cdef extern from *:
     }
     """
     int zjc_unicode_ready(object o) except -1
-    int zjc_decimal_magnitude(const unsigned char* s, Py_ssize_t n, int* negative, uint64_t* hi, uint64_t* lo) noexcept
     int zjc_compact_long(object v, long long* out) noexcept
     Py_ssize_t zjc_plain_run(const unsigned char* p, Py_ssize_t n) noexcept
 
@@ -332,22 +301,19 @@ cdef inline int _int64(Writer* w, long long x) except -1:
     return 0
 
 
-cdef int _bigint(Writer* w, object v) except -1:
-    """An int outside the signed 64-bit range (rare): the Python twin's opcodes of it."""
-    writer = _PythonWriter(False)
-    writer.write_int(v)
-    return _written_by(w, writer)
-
-
 cdef int _written_by(Writer* w, object writer) except -1:
     """The opcodes a Python twin's _Writer wrote, copied in."""
     opcodes = b"".join(writer.parts)
     return _raw(w, <const char*>opcodes, len(opcodes))
 
 
-cdef inline int _int(Writer* w, object v) except -1:
+cdef int _int(Writer* w, object v) except -1:
+    """An exact int; one outside the signed 64-bit range (rare) as the Python twin writes it, whose int methods
+    may allocate, and so start the collector (the caller holds v)."""
     if not _int_in_64_bits(w, v):
-        _bigint(w, v)  # calls int methods: an allocation there may start the collector (the caller holds v)
+        writer = _PythonWriter(False)
+        writer.write_int(v)
+        _written_by(w, writer)
     return 0
 
 
@@ -366,15 +332,20 @@ cdef inline bint _int_in_64_bits(Writer* w, object v) except -1:
 
 
 cdef int _m_bi(Writer* w, object text) except -1:
-    """The int of an @bi text: up to 128 bits in C (the ints applications store: unsigned 64-bit, 128-bit ids),
-    the rest, and every error, as _common.decimal_to_int."""
-    cdef int negative = 0
-    cdef uint64_t hi = 0, lo = 0
-    if type(text) is str:
-        zjc_unicode_ready(text)
-        if PyUnicode_IS_ASCII(text) and zjc_decimal_magnitude(<const unsigned char*>PyUnicode_DATA(text),
-                                                              PyUnicode_GET_LENGTH(text), &negative, &hi, &lo):
-            return _int128(w, negative, hi, lo)
+    """The int of an @bi text: a magnitude of up to 64 bits read here (the ints applications store past int64:
+    unsigned 64-bit ones), the rest, and every error, as _common.decimal_to_int."""
+    cdef const unsigned char* p
+    cdef Py_ssize_t n, i
+    cdef uint64_t magnitude = 0, most = ~(<uint64_t>0)
+    if type(text) is str and PyUnicode_IS_ASCII(text) and 0 < PyUnicode_GET_LENGTH(text) <= 21:
+        n = PyUnicode_GET_LENGTH(text)
+        p = <const unsigned char*>PyUnicode_DATA(text)
+        i = 1 if n > 1 and (p[0] == b"+" or p[0] == b"-") else 0
+        while i < n and 48 <= p[i] <= 57 and magnitude <= (most - (p[i] - 48)) // 10:  # times 10 plus it fits
+            magnitude = magnitude * 10 + (p[i] - 48)
+            i += 1
+        if i == n:
+            return _int128(w, p[0] == b"-", 0, magnitude)
     return _int(w, decimal_to_int(text))
 
 
@@ -506,42 +477,32 @@ cdef int _str_utf8(Writer* w, str s) except -1:
 
 
 cdef int _global(Writer* w, object module, object name) except -1:
-    if type(module) is not str or type(name) is not str:
-        raise CodecError("invalid pickle data: @cls must be [module, name] strings")
-    if (PyUnicode_FindChar(module, 10, 0, PyUnicode_GET_LENGTH(module), 1) >= 0
-            or PyUnicode_FindChar(name, 10, 0, PyUnicode_GET_LENGTH(name), 1) >= 0):
-        raise CodecError("invalid pickle data: class module or name contains a newline")
-    _op(w, GLOBAL)
-    _class_utf8(w, <str>module)
-    _op(w, 10)
-    _class_utf8(w, <str>name)
-    return _op(w, 10)
-
-
-cdef int _class_utf8(Writer* w, str s) except -1:
-    """s.encode("utf-8"), strict: a GLOBAL line with a lone surrogate could not be read back."""
-    zjc_unicode_ready(s)
-    if PyUnicode_IS_ASCII(s):
-        return _raw(w, PyUnicode_DATA(s), PyUnicode_GET_LENGTH(s))
-    try:  # rare: a class name that is not ASCII
-        utf8 = s.encode("utf-8")
-    except UnicodeEncodeError:
-        raise CodecError(CLASS_NOT_UTF8) from None
-    return _raw(w, <const char*>utf8, len(utf8))
+    """GLOBAL of a class whose module and name are ASCII strs without a newline; any other (rare: a name that is
+    not ASCII, or an error) as the Python twin writes it."""
+    if (type(module) is str and type(name) is str and PyUnicode_IS_ASCII(module) and PyUnicode_IS_ASCII(name)
+            and memchr(PyUnicode_DATA(module), 10, <size_t>PyUnicode_GET_LENGTH(module)) == NULL
+            and memchr(PyUnicode_DATA(name), 10, <size_t>PyUnicode_GET_LENGTH(name)) == NULL):
+        _op(w, GLOBAL)
+        _raw(w, PyUnicode_DATA(module), PyUnicode_GET_LENGTH(module))
+        _op(w, 10)
+        _raw(w, PyUnicode_DATA(name), PyUnicode_GET_LENGTH(name))
+        return _op(w, 10)
+    writer = _PythonWriter(False)
+    writer.write_global(module, name)
+    return _written_by(w, writer)
 
 
 cdef int _global_dotted(Writer* w, str dotted) except -1:
     """GLOBAL of ``module.Name`` split at its last dot (the compact @ref class); the Python twin writes a name
     that is not ASCII."""
-    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(dotted), i = n - 1, at
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(dotted), i, at
     cdef unsigned char* o
     cdef const unsigned char* p = <const unsigned char*>PyUnicode_DATA(dotted)
     if not PyUnicode_IS_ASCII(dotted):
         return _python_twin()
     if memchr(p, 10, <size_t>n) != NULL:
         raise CodecError("invalid pickle data: class module or name contains a newline")
-    while i >= 0 and p[i] != b".":  # its last dot
-        i -= 1
+    i = PyUnicode_FindChar(dotted, 46, 0, n, -1)  # its last dot, or -1
     at = 1 if i >= 0 else 2  # "cmodule\nName\n", the dot made the newline; no dot: "c\nName\n", an empty module
     _reserve(w, n + 3)
     o = w.buf + w.pos
@@ -827,7 +788,7 @@ cdef int _not_scalar(Writer* w, object v, Py_ssize_t depth) except -1:
             _op(w, APPENDS)
         return 0
     if type(v) is int:
-        return _bigint(w, v)
+        return _int(w, v)  # past 64 bits
     return _native(w, v, depth)
 
 
@@ -870,7 +831,7 @@ cdef int _tuple(Writer* w, object items, Py_ssize_t depth) except -1:
         return _op(w, EMPTY_TUPLE)
     if n > 3:
         _op(w, MARK)
-    if type(items) is tuple:  # a snapshot made here (see _flatten)
+    if type(items) is tuple:  # a native tuple: its items cannot change
         for i in range(n):
             _value(w, <object>PyTuple_GET_ITEM(items, i), depth + 1)
     elif type(items) is list:
@@ -920,17 +881,10 @@ cdef inline int _plain_key(Writer* w, PyObject* k) except -1:
     if chars != NULL and <uint64_t>n < _U32_LIMIT and (n < 4 or chars[0] != 64):  # the usual key: ASCII, no "@"
         _ascii(w, chars, n)
         return 1
-    if _is_escaped_key(<str>k):
-        return 0
+    if (<str>k).startswith(("@ns:", "@su:")):
+        return 0  # a key the PostgreSQL form escaped
     _str(w, <str>k)
     return 1
-
-
-cdef inline bint _is_escaped_key(str k) noexcept:
-    """k starts with "@ns:" or "@su:" (a key the PostgreSQL form escaped)."""
-    return (PyUnicode_GET_LENGTH(k) >= 4 and PyUnicode_READ_CHAR(k, 0) == 64 and PyUnicode_READ_CHAR(k, 3) == 58
-            and ((PyUnicode_READ_CHAR(k, 1) == 110 and PyUnicode_READ_CHAR(k, 2) == 115)
-                 or (PyUnicode_READ_CHAR(k, 1) == 115 and PyUnicode_READ_CHAR(k, 2) == 117)))
 
 
 cdef int _marker(Writer* w, dict d, int kind, PyObject* first, Py_ssize_t depth) except -1:
@@ -1018,8 +972,7 @@ cdef int _ref(Writer* w, object v, Py_ssize_t depth) except -1:
     if _one_key_value(v, KEY_REF) != NULL:
         return _python_twin()  # a reference whose id is a reference (no report set has one)
     if w.expand_refs and type(v) is str and _hex_bytes(w, <str>v):
-        _op(w, NONE)
-        _op2(w, TUPLE2, BINPERSID)
+        _raw(w, b"N\x86Q", 3)  # no class: NONE, TUPLE2, BINPERSID
     elif (w.expand_refs and type(v) is list and PyList_GET_SIZE(v) == 2
           and type(<object>PyList_GET_ITEM(v, 0)) is str and type(<object>PyList_GET_ITEM(v, 1)) is str):
         oid = <str>PyList_GET_ITEM(v, 0)
@@ -1131,33 +1084,27 @@ cdef int _kv_direct(Writer* w, object pairs) except -1:
     return 1
 
 
-cdef object _flatten(object pairs):
-    """(k, v, k, v...) of the @kv pairs, each checked first: what the Python twin's list holds."""
-    cdef tuple flat
-    cdef Py_ssize_t i, n
-    if type(pairs) is list:
-        # The tuple first: making it may start the cycle collector, whose __del__ methods may change the
-        # lists (then it is made again, for what they hold now).  The loops after it make nothing: no code
-        # runs while they read, so the sizes they check hold.
-        n = PyList_GET_SIZE(pairs)
-        flat = PyTuple_New(2 * n)
-        while PyList_GET_SIZE(pairs) != n:
-            n = PyList_GET_SIZE(pairs)
-            flat = PyTuple_New(2 * n)
-        for i in range(n):
-            pair = <object>PyList_GET_ITEM(pairs, i)
-            if type(pair) is not list or PyList_GET_SIZE(pair) != 2:
-                raise CodecError("invalid pickle data: @kv pair must be [k, v]")
-        for i in range(n):
-            pair = <object>PyList_GET_ITEM(pairs, i)
-            x = <object>PyList_GET_ITEM(pair, 0)
-            Py_INCREF(x)
-            PyTuple_SET_ITEM(flat, 2 * i, x)
-            x = <object>PyList_GET_ITEM(pair, 1)
-            Py_INCREF(x)
-            PyTuple_SET_ITEM(flat, 2 * i + 1, x)
-        return flat
-    return _python_twin()  # pairs in another iterable than a list
+cdef tuple _flatten(object pairs):
+    """(k, v, k, v...) of the @kv pairs, each checked: what the Python twin's list holds."""
+    cdef Py_ssize_t i, n = PyList_GET_SIZE(pairs) if type(pairs) is list else -1
+    if n < 0:
+        _python_twin()  # pairs in another iterable than a list
+    # The tuple first: making it may start the cycle collector, whose __del__ methods may change the pairs (the
+    # Python twin then takes them as they are now).  The loop after it makes nothing: no code runs while it reads.
+    cdef tuple flat = PyTuple_New(2 * n)
+    if PyList_GET_SIZE(pairs) != n:
+        _python_twin()
+    for i in range(n):
+        pair = <object>PyList_GET_ITEM(pairs, i)
+        if type(pair) is not list or PyList_GET_SIZE(pair) != 2:
+            raise CodecError("invalid pickle data: @kv pair must be [k, v]")
+        x = <object>PyList_GET_ITEM(pair, 0)
+        Py_INCREF(x)
+        PyTuple_SET_ITEM(flat, 2 * i, x)
+        x = <object>PyList_GET_ITEM(pair, 1)
+        Py_INCREF(x)
+        PyTuple_SET_ITEM(flat, 2 * i + 1, x)
+    return flat
 
 
 cdef int _btree_state(Writer* w, object state, int is_tree, Py_ssize_t depth) except -1:
@@ -1235,9 +1182,6 @@ cdef int _offset(const unsigned char* p, Py_ssize_t i, Py_ssize_t n, long long* 
     cdef long long t
     if i == n:
         return 0
-    if n - i == 1 and p[i] == b"Z":
-        total[0] = 0
-        return 1
     if n - i < 6 or (p[i] != b"+" and p[i] != b"-") or _digits(p, i + 1, n) != i + 3 or p[i + 3] != b":":
         return -1
     if _digits(p, i + 4, n) != i + 6:
@@ -1257,14 +1201,11 @@ cdef int _offset(const unsigned char* p, Py_ssize_t i, Py_ssize_t n, long long* 
     return 1
 
 
-@cython.cdivision(True)
 cdef int _timezone(Writer* w, long long total) except -1:
     """_encode_known.timezone_call(total): datetime.timezone(datetime.timedelta(microseconds=total))."""
-    cdef long long day = 86400000000LL, days, rest
-    days = total // day if total >= 0 else -((-total + day - 1) // day)
-    rest = total - days * day
+    cdef long long rest = total % 86400000000LL  # Python's floor division, as timedelta's days and the rest
     _raw(w, b"cdatetime\ntimezone\ncdatetime\ntimedelta\n", 39)
-    _int64(w, days)
+    _int64(w, total // 86400000000LL)
     _int64(w, rest // 1000000)
     _int64(w, rest % 1000000)
     _op2(w, TUPLE3, REDUCE)
@@ -1415,9 +1356,7 @@ cdef int _m_date(Writer* w, object text) except -1:
     cdef Py_ssize_t n, end
     cdef uint8_t state[4]
     if type(text) is str and PyUnicode_IS_ASCII(text):
-        n = PyUnicode_GET_LENGTH(text)
-        if n > 10:
-            n = 10  # date_call matches the first ten characters only
+        n = min(PyUnicode_GET_LENGTH(text), 10)  # date_call matches the first ten characters only
         p = <const unsigned char*>PyUnicode_DATA(text)
         if _date_part(p, n, state, &end) == 0 and end == n:
             _raw(w, b"cdatetime\ndate\nC\x04", 17)
@@ -1427,17 +1366,15 @@ cdef int _m_date(Writer* w, object text) except -1:
 
 
 cdef int _m_td(Writer* w, object parts) except -1:
-    if (type(parts) is list and PyList_GET_SIZE(parts) == 3
-            and type(<object>PyList_GET_ITEM(parts, 0)) is int
-            and type(<object>PyList_GET_ITEM(parts, 1)) is int
-            and type(<object>PyList_GET_ITEM(parts, 2)) is int):
-        days = <object>PyList_GET_ITEM(parts, 0)  # held: a big int's writing may run code that changes parts
-        seconds = <object>PyList_GET_ITEM(parts, 1)
-        microseconds = <object>PyList_GET_ITEM(parts, 2)
+    cdef Py_ssize_t start = w.pos, i
+    cdef PyObject* x
+    if type(parts) is list and PyList_GET_SIZE(parts) == 3:
         _raw(w, b"cdatetime\ntimedelta\n", 20)
-        _int(w, days)
-        _int(w, seconds)
-        _int(w, microseconds)
+        for i in range(3):  # ints of 64 bits, whose writing runs no code; any other shape through the call
+            x = PyList_GET_ITEM(parts, i)
+            if type(<object>x) is not int or not _int_in_64_bits(w, <object>x):
+                w.pos = start
+                return _call(w, _encode_known.timedelta_call(parts))
         return _op2(w, TUPLE3, REDUCE)
     return _call(w, _encode_known.timedelta_call(parts))
 
