@@ -995,7 +995,7 @@ cdef int _b64(Writer* w, object text, str what) except -1:
         if size >= 0:
             start = w.pos
             _bytes_header(w, size)
-            _reserve(w, size + 16)
+            _reserve(w, size)
             if zjc_b64_decode(p, n, w.buf + w.pos) == 0:
                 w.pos += size
                 return 0
@@ -2247,7 +2247,7 @@ cdef int _json_ns(Reader* r, Writer* w) except -1:
     size = zjc_b64_size(r.p + start, n)
     if size < 0 or <uint64_t>size >= _U32_LIMIT:
         return 0
-    _reserve(w, size + 5 + 16)
+    _reserve(w, size + 5)
     head = w.pos
     if (zjc_b64_decode(r.p + start, n, w.buf + head + 5) != 0
             or zjc_utf8_prefix(w.buf + head + 5, size, 0) != size):
