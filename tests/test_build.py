@@ -291,11 +291,11 @@ def test_cython_modules_are_fresh_or_absent(tmp_path):
 
 
 #: What the builds without SIMD or AVX2 run: the tests that reach the C with a plain-C branch beside its SIMD ones
-#: (UTF-8 checks and copies, JSON string runs and escapes, base64, str to UTF-8).
+#: (UTF-8 checks and copies, JSON string runs and escapes, str to UTF-8).
 PORTABLE_TESTS = ("tests/test_load_path.py", "tests/test_direct_lane.py", "tests/test_twins.py", "-k",
                   "utf8 or escape or wide or three_byte or width or bad_bytes or known_texts or generated_json"
-                  " or base64 or text or str")
-SIMD_SYMBOL = b"zjc_b64_ssse3"  # a local symbol of the SIMD build's _encode_cython
+                  " or text or str")
+SIMD_SYMBOL = b"zjc_ucs4_block8_ssse3"  # a local symbol of the SIMD build's _encode_cython
 AVX2_SYMBOL = b"zjc_json_run_avx2"  # and of its AVX2 loops
 
 
@@ -313,7 +313,7 @@ def test_plain_c_branches_without_simd(tmp_path):
 @pytest.mark.skipif(working_compiler() is None, reason="no C compiler on this machine")
 def test_sixteen_byte_branches_without_avx2(tmp_path):
     """x86-64 CPUs without AVX2 (before about 2013) take the plain-C UTF-8 checks and JSON string runs beside
-    the SSSE3 base64 and str loops: built with -DZJC_NO_AVX2, they must pass the same tests."""
+    the SSSE3 str loops: built with -DZJC_NO_AVX2, they must pass the same tests."""
     _text_tests_of_a_build(tmp_path, "-DZJC_NO_AVX2", without=AVX2_SYMBOL)
 
 

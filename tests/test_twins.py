@@ -1464,8 +1464,8 @@ def test_values_the_encoder_hands_to_the_python_twin(twins, name):
 
 
 def test_base64_both_ways_around_the_block_steps(twins):
-    """Bytes of 0-70 bytes to @b (zjc_b64_pairs: two characters per lookup) and back (zjc_b64_ssse3: 16
-    characters a step, then 8, then 4), and every text of 16-64 characters with one character made
+    """Bytes of 0-70 bytes to @b (zjc_b64_pairs: two characters per lookup) and back (zjc_b64_decode: 4
+    characters a step, then the padded group), and every text of 16-64 characters with one character made
     non-canonical or outside the alphabet at every place: both twins alike, as a pickle and in a record."""
     found = Differences()
     for n in range(71):

@@ -33,7 +33,7 @@ from libc.math cimport fabs, isinf, isnan, signbit
 from ._classnames cimport BTREE_IS_MAP, BTREE_IS_TREE, btree_bits
 from ._datetext cimport date_state_text, datetime_state_text, offset_text
 from ._opcodes cimport *
-from ._primitives cimport ZJC_B64_LENGTH, zjc_b64_decode_from, zjc_b64_encode, zjc_b64_size, zjc_hex_encode
+from ._primitives cimport ZJC_B64_LENGTH, zjc_b64_decode, zjc_b64_encode, zjc_b64_size, zjc_hex_encode
 
 from . import _decode_known, _known
 from ._common import C_WALK_DEPTH, CodecError, b64encode, bytes_argument
@@ -515,7 +515,7 @@ cdef Py_ssize_t _b64_small(object v, unsigned char* out, Py_ssize_t cap):
         return -2
     cdef const unsigned char* t = PyUnicode_1BYTE_DATA(text)
     cdef Py_ssize_t size = zjc_b64_size(t, PyUnicode_GET_LENGTH(text))
-    if size < 0 or size > cap or zjc_b64_decode_from(t, PyUnicode_GET_LENGTH(text), out, 0) < 0:
+    if size < 0 or size > cap or zjc_b64_decode(t, PyUnicode_GET_LENGTH(text), out) < 0:
         return -2
     return size
 

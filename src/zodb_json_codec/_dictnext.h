@@ -9,8 +9,8 @@
 
    It is the same walk as PyDict_Next's (CPython 3.11-3.14, Objects/dictobject.c, _PyDict_Next): the table is
    read afresh at every step, so code that changes the dict between two steps (a value's own __str__, say)
-   sees what PyDict_Next would have given.  zjc_dict_next_init, called once when the module is imported,
-   compares the walks (zjc_dict_run's too) on dicts of every form the fast walk reads (text keys and other
+   sees what PyDict_Next would have given.  When the encoder is imported, it compares the walks
+   (zjc_dict_walks_agree: zjc_dict_run's too) on dicts of every form the fast walk reads (text keys and other
    keys, with deleted entries, with 1- and 2-byte indices) and keeps PyDict_Next if they differ in anything:
    a CPython whose layout has changed without its version saying so gets the slow walk, not a wrong one. */
 
@@ -42,7 +42,7 @@ typedef struct { PyObject *me_key; PyObject *me_value; } zjc_text_entry;
 
 #endif
 
-/* 1 once zjc_dict_next_init found the layout above to be this CPython's. */
+/* 1 once the encoder found the layout above to be this CPython's (zjc_dict_walks_agree). */
 static int zjc_dict_direct = 0;
 
 /* A dict's entries from some position on, read one after another without going back to the dict for each:
@@ -120,14 +120,16 @@ static inline int zjc_dict_pair(PyObject *d, PyObject **k0, PyObject **v0, PyObj
     return 1;
 }
 
-#ifdef ZJC_DICT_LAYOUT
-/* Do zjc_dict_next, a run opened once and PyDict_Next give d's items alike? */
+/* Do zjc_dict_next, a run opened once and PyDict_Next give d's items alike, the first two reading CPython's
+   entries?  The encoder asks it at import, of dicts of every form the fast walk reads, with zjc_dict_direct set. */
 static int zjc_dict_walks_agree(PyObject *d) {
     Py_ssize_t a = 0, b = 0, c = 0;
     PyObject *ka, *va, *kb, *vb, *kc, *vc;
     int more_a, more_b, more_c;
     zjc_dict_run run;
     zjc_dict_run_open(d, 0, &run);
+    if (run.at == NULL)
+        return 0;  /* the layout is not known here: PyDict_Next it is */
     do {
         more_a = zjc_dict_next(d, &a, &ka, &va);
         more_b = PyDict_Next(d, &b, &kb, &vb);
@@ -137,44 +139,6 @@ static int zjc_dict_walks_agree(PyObject *d) {
             return 0;
     } while (more_a);
     return 1;
-}
-
-#endif
-
-/* Chooses the walk once, at import, from the walks compared on dicts of every form the fast walk reads (text
-   keys and int keys, every third one deleted or not, 1- and 2-byte indices): 0, or -1 with an exception set
-   (memory ran out). */
-static int zjc_dict_next_init(void) {
-#ifdef ZJC_DICT_LAYOUT
-    static const Py_ssize_t sizes[] = {0, 1, 5, 6, 40, 300};
-    size_t s;
-    int text_keys, holes, agree = 1;
-    Py_ssize_t i;
-    PyObject *d, *k, *v;
-    zjc_dict_direct = 1;  /* for zjc_dict_walks_agree: the walks it compares read the entries */
-    for (s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
-        for (text_keys = 0; text_keys < 2; text_keys++)
-            for (holes = 0; holes < 2; holes++) {
-                d = PyDict_New();
-                for (i = 0; d != NULL && i < sizes[s]; i++) {
-                    k = text_keys ? PyUnicode_FromFormat("k%zd", i) : PyLong_FromSsize_t(i);
-                    v = PyLong_FromSsize_t(i + 1000);
-                    if (k == NULL || v == NULL || PyDict_SetItem(d, k, v) < 0
-                            || (holes && i % 3 == 1 && PyDict_DelItem(d, k) < 0))
-                        Py_CLEAR(d);
-                    Py_XDECREF(k);
-                    Py_XDECREF(v);
-                }
-                if (d == NULL) {
-                    zjc_dict_direct = 0;
-                    return -1;
-                }
-                agree = agree && zjc_dict_walks_agree(d);
-                Py_DECREF(d);
-            }
-    zjc_dict_direct = agree;
-#endif
-    return 0;
 }
 
 #endif

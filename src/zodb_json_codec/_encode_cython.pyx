@@ -101,7 +101,7 @@ zjc_ucs_utf8_init()
 
 cdef extern from "_dictnext.h":
     int zjc_dict_direct
-    int zjc_dict_next_init() except -1
+    bint zjc_dict_walks_agree(object d) noexcept
     bint zjc_dict_next(object d, Py_ssize_t* pos, PyObject** key, PyObject** value) noexcept
     ctypedef struct zjc_dict_run:
         pass
@@ -109,7 +109,27 @@ cdef extern from "_dictnext.h":
     bint zjc_dict_run_next(zjc_dict_run* run, Py_ssize_t* pos, PyObject** key, PyObject** value) noexcept
     bint zjc_dict_pair(object d, PyObject** k0, PyObject** v0, PyObject** k1, PyObject** v1) noexcept
 
-zjc_dict_next_init()
+
+cdef void _choose_dict_walk() except *:
+    """Lets the walk read CPython's entries only if it gives what PyDict_Next gives on dicts of every form it reads
+    (text keys and int keys, every third one deleted or not, 1- and 2-byte indices): _dictnext.h."""
+    global zjc_dict_direct
+    cdef bint agree = True
+    zjc_dict_direct = 1  # for the walks compared: they read the entries
+    for size in (0, 1, 5, 6, 40, 300):
+        for text_keys in (False, True):
+            for holes in (False, True):
+                d = {}
+                for i in range(size):
+                    k = f"k{i}" if text_keys else i
+                    d[k] = i + 1000
+                    if holes and i % 3 == 1:
+                        del d[k]
+                agree = agree and zjc_dict_walks_agree(d)
+    zjc_dict_direct = agree
+
+
+_choose_dict_walk()
 
 
 # The walk recurses in C at most this deep (_common.C_WALK_DEPTH): a value nested deeper is encoded by the
@@ -949,7 +969,7 @@ cdef int _b64(Writer* w, object text, str what) except -1:
         if size >= 0:
             start = w.pos
             _bytes_header(w, size)
-            _reserve(w, size + 16)
+            _reserve(w, size)
             if zjc_b64_decode(p, n, w.buf + w.pos) == 0:
                 w.pos += size
                 return 0
@@ -2184,7 +2204,7 @@ cdef int _json_ns(Reader* r, Writer* w) except -1:
     size = zjc_b64_size(r.p + start, n)
     if size < 0 or <uint64_t>size >= _U32_LIMIT:
         return 0
-    _reserve(w, size + 5 + 16)
+    _reserve(w, size + 5)
     head = w.pos
     if (zjc_b64_decode(r.p + start, n, w.buf + head + 5) != 0
             or zjc_utf8_prefix(w.buf + head + 5, size, 0) != size):

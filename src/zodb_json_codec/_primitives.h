@@ -84,57 +84,14 @@ static inline Py_ssize_t zjc_b64_size(const unsigned char *in, Py_ssize_t n) {
     return n / 4 * 3 - 2;
 }
 
-#ifdef ZJC_X86_SIMD
-/* 16 characters at a time (the SSSE3 decoder of Wojciech Mula and
-   aklomp/base64): the number of characters done, all in the alphabet,
-   with 16 bytes written per 12 decoded (out needs 4 bytes of slack). */
-__attribute__((target("ssse3")))
-static inline Py_ssize_t zjc_b64_ssse3(const unsigned char *in, Py_ssize_t n, unsigned char *out) {
-    const __m128i lut_lo = _mm_setr_epi8(0x15, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11,
-                                         0x11, 0x11, 0x13, 0x1A, 0x1B, 0x1B, 0x1B, 0x1A);
-    const __m128i lut_hi = _mm_setr_epi8(0x10, 0x10, 0x01, 0x02, 0x04, 0x08, 0x04, 0x08,
-                                         0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10);
-    const __m128i lut_roll = _mm_setr_epi8(0, 16, 19, 4, -65, -65, -71, -71, 0, 0, 0, 0, 0, 0, 0, 0);
-    const __m128i mask_2f = _mm_set1_epi8(0x2F);
-    const __m128i pack = _mm_setr_epi8(2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, -1, -1, -1, -1);
-    Py_ssize_t i;
-    for (i = 0; i + 16 <= n; i += 16) {
-        __m128i str = _mm_loadu_si128((const __m128i *)(in + i));
-        __m128i hi_nibbles = _mm_and_si128(_mm_srli_epi32(str, 4), mask_2f);
-        __m128i lo_nibbles = _mm_and_si128(str, mask_2f);
-        __m128i hi = _mm_shuffle_epi8(lut_hi, hi_nibbles);
-        __m128i lo = _mm_shuffle_epi8(lut_lo, lo_nibbles);
-        __m128i roll;
-        if (_mm_movemask_epi8(_mm_cmpgt_epi8(_mm_and_si128(lo, hi), _mm_setzero_si128())) != 0)
-            break;
-        roll = _mm_shuffle_epi8(lut_roll, _mm_add_epi8(_mm_cmpeq_epi8(str, mask_2f), hi_nibbles));
-        str = _mm_add_epi8(str, roll);
-        str = _mm_maddubs_epi16(str, _mm_set1_epi32(0x01400140));
-        str = _mm_madd_epi16(str, _mm_set1_epi32(0x00011000));
-        _mm_storeu_si128((__m128i *)out, _mm_shuffle_epi8(str, pack));
-        out += 12;
-    }
-    return i;
-}
-#endif
-
-/* zjc_b64_decode from character i on (a multiple of 4, in the text's full groups), its bytes at out: what
-   the SIMD step left, or the whole of a short text (the decoder's datetime states), written exactly. */
-static inline int zjc_b64_decode_from(const unsigned char *in, Py_ssize_t n, unsigned char *out, Py_ssize_t i) {
-    Py_ssize_t full;
+/* Decodes into out (zjc_b64_size bytes, written exactly); 0, or -1 if not canonical. */
+static inline int zjc_b64_decode(const unsigned char *in, Py_ssize_t n, unsigned char *out) {
+    Py_ssize_t i = 0, full;
     int pads = 0;
-    uint32_t x, y, bad = 0;
+    uint32_t x, bad = 0;
     if (n == 0) return 0;
     if (in[n - 1] == '=') pads = in[n - 2] == '=' ? 2 : 1;
     full = pads ? n - 4 : n;
-    for (; i + 8 <= full; i += 8) {
-        x = zjc_d0[in[i]] | zjc_d1[in[i + 1]] | zjc_d2[in[i + 2]] | zjc_d3[in[i + 3]];
-        y = zjc_d0[in[i + 4]] | zjc_d1[in[i + 5]] | zjc_d2[in[i + 6]] | zjc_d3[in[i + 7]];
-        bad |= x | y;
-        out[0] = (unsigned char)x; out[1] = (unsigned char)(x >> 8); out[2] = (unsigned char)(x >> 16);
-        out[3] = (unsigned char)y; out[4] = (unsigned char)(y >> 8); out[5] = (unsigned char)(y >> 16);
-        out += 6;
-    }
     for (; i < full; i += 4) {
         x = zjc_d0[in[i]] | zjc_d1[in[i + 1]] | zjc_d2[in[i + 2]] | zjc_d3[in[i + 3]];
         bad |= x;
@@ -155,20 +112,6 @@ static inline int zjc_b64_decode_from(const unsigned char *in, Py_ssize_t n, uns
         out[0] = (unsigned char)x;
     }
     return (bad & 0xFF000000u) ? -1 : 0;
-}
-
-/* Decodes into out (zjc_b64_size bytes, then 16 bytes of slack); 0, or -1 if not canonical.  Only the
-   modules that call this link the CPU check (with zig, its runtime: some 200 KB). */
-static inline int zjc_b64_decode(const unsigned char *in, Py_ssize_t n, unsigned char *out) {
-    Py_ssize_t i = 0;
-#ifdef ZJC_X86_SIMD
-    Py_ssize_t full = n >= 4 && in[n - 1] == '=' ? n - 4 : n;
-    if (full >= 32 && __builtin_cpu_supports("ssse3")) {
-        i = zjc_b64_ssse3(in, full, out);
-        out += i / 4 * 3;
-    }
-#endif
-    return zjc_b64_decode_from(in, n, out, i);
 }
 
 /* Writes the 2n lower-case hex digits of p[0:n] at out. */

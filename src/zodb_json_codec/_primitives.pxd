@@ -11,7 +11,6 @@ cdef extern from "_primitives.h":
     void zjc_b64_encode(const unsigned char* p, Py_ssize_t n, unsigned char* out) noexcept nogil
     Py_ssize_t zjc_b64_size(const unsigned char* text, Py_ssize_t n) noexcept nogil
     int zjc_b64_decode(const unsigned char* text, Py_ssize_t n, unsigned char* out) noexcept nogil
-    int zjc_b64_decode_from(const unsigned char* text, Py_ssize_t n, unsigned char* out, Py_ssize_t i) noexcept nogil
     void zjc_hex_encode(const unsigned char* p, Py_ssize_t n, unsigned char* out) noexcept nogil
     int zjc_hexval(unsigned char c) noexcept nogil
     int zjc_unhex(const unsigned char* p, Py_ssize_t n, unsigned char* out) noexcept nogil
