@@ -36,7 +36,7 @@ from ._opcodes cimport *
 from ._primitives cimport ZJC_B64_LENGTH, zjc_b64_decode_from, zjc_b64_encode, zjc_b64_size, zjc_hex_encode
 
 from . import _decode_known, _known
-from ._common import C_WALK_DEPTH, CodecError, b64encode, bytes_argument
+from ._common import CodecError, b64encode, bytes_argument
 from ._known import marker_kind
 from . import _decode_common
 from ._decode_common import (
@@ -84,8 +84,6 @@ if (F_NUL, F_SURROGATE, F_FLOAT, F_EXP_FLOAT, F_ESCAPED_KEY, K_REDUCE, K_NEWOBJ)
         _decode_known.NEWOBJ):
     raise ImportError("zodb_json_codec._decode_cython was built against other decoder flags")
 
-# The compiled walks recurse at most this deep; a deeper value goes to the Python twin's walk.
-cdef Py_ssize_t C_WALK = C_WALK_DEPTH
 # _decode_common.DEEP_CONTAINERS less one: references read at once (_fused_ref) are not counted as containers;
 # each is a leaf of at most two levels ({"@ref": [oid, class]}), and one container's three allow for it.
 cdef Py_ssize_t C_DEEP_CONTAINERS = _decode_common.DEEP_CONTAINERS - 1
@@ -685,6 +683,11 @@ cdef inline bint _maybe_marker(dict d):
     return _at_text(key)
 
 
+cdef inline bint _at_text(PyObject* k) noexcept:
+    """k is a str starting with "@"."""
+    return type(<object>k) is str and PyUnicode_GET_LENGTH(<object>k) > 0 and PyUnicode_READ_CHAR(<object>k, 0) == 64
+
+
 # ---------------------------------------------------------------------------
 # Dicts: plain while every key is a str and the dict cannot be taken for a marker
 # ---------------------------------------------------------------------------
@@ -1011,10 +1014,17 @@ cdef enum:
 
 
 cdef Py_ssize_t _weight(object value, Py_ssize_t limit) except -1:
+    """_decode_common.weight of a list or dict: _tree_weight's, or _decode_common.weight's for a value
+    nested deeper than it walks (no record of the benchmarks fetches one)."""
+    cdef Py_ssize_t total = _tree_weight(value, limit)
+    return weight(value, limit) if total < 0 else total
+
+
+cdef Py_ssize_t _tree_weight(object value, Py_ssize_t limit) noexcept:
     """_decode_common.weight of a list or dict in C: value's weight as a tree, any number above limit once
-    past it.  The decoder's own lists and dicts, read in place by index and PyDict_Next: nothing that runs
-    code, no Python object made.  An explicit stack of _WEIGHED_DEPTH parts: a deeper value (no record of
-    the benchmarks fetches one) is weighed again by _decode_common.weight."""
+    past it; -1 for a value of more than _WEIGHED_DEPTH nested lists and dicts, which it does not walk.  The
+    decoder's own lists and dicts, read in place by index and PyDict_Next: nothing that runs code, no Python
+    object made, and an explicit stack of _WEIGHED_DEPTH parts."""
     cdef _Part parts[_WEIGHED_DEPTH]
     cdef Py_ssize_t top = 0, total = 1
     cdef PyObject* node
@@ -1039,7 +1049,7 @@ cdef Py_ssize_t _weight(object value, Py_ssize_t limit) except -1:
             total += 1
             top += 1
             if top == _WEIGHED_DEPTH:
-                return weight(value, limit)
+                return -1
             parts[top].container = x
             parts[top].pos = 0
         else:
@@ -1451,102 +1461,17 @@ cdef object _load(bytes data, Py_ssize_t pos, _Context ctx):
 # ---------------------------------------------------------------------------
 
 cdef object _finish(object value, _Context ctx, Py_ssize_t start):
-    """_decode_common.finish, with its common cases (nothing to check, or a depth within C_WALK_DEPTH) in C."""
-    # Every nesting level comes from a container opcode, at most three per
-    # opcode (see _decode_common.DEEP_CONTAINERS).
+    """_decode_common.finish, called only when there is something to check.  A value from at most
+    C_DEEP_CONTAINERS container opcodes cannot be too deep (see _decode_common.DEEP_CONTAINERS), nor can one
+    that _tree_weight walks: each level _decode_common._check_depth counts is at least one list or dict, and
+    _WEIGHED_DEPTH of them are far within MAX_DEPTH.  A deeper value is measured by its explicit-stack walk."""
     cdef bint maybe_deep = ctx.containers > C_DEEP_CONTAINERS
     if (ctx.unrepresentable or ctx.cyclic or ctx.flags & F_ESCAPED_KEY
-            or (maybe_deep and _deeper_than_c_walk(value, 0))):
+            or (maybe_deep and (type(value) is list or type(value) is dict)
+                and _tree_weight(value, PY_SSIZE_T_MAX) < 0)):
         return finish(value, ctx.unrepresentable, ctx.cyclic, maybe_deep, ctx.flags, start,
                       ctx.budget)
     return value
-
-
-cdef enum Below:
-    # What _decode_common._levels_below counts one level below a container
-    BELOW_ITEMS         # a list's items, or the payload list of @t, @set, @fset, @td, @cls
-    BELOW_VALUES        # a dict's values, or those of the payload dict of @reduce, @newobj, @inst
-    BELOW_PAIR_ITEMS    # the items of each pair of a @d payload
-    BELOW_NOTHING       # a one-key marker of a str (bytes, a big int, a date...): a scalar, not a level
-
-
-cdef frozenset _LIST_PAYLOADS = _decode_common._LIST_PAYLOADS
-cdef frozenset _DICT_PAYLOADS = _decode_common._DICT_PAYLOADS
-
-
-cdef int _below(dict d, PyObject** inner) noexcept:
-    """_decode_common._levels_below of a dict, as a Below; *inner is the container whose parts they are."""
-    cdef Py_ssize_t i = 0
-    cdef PyObject* key
-    cdef PyObject* val
-    inner[0] = <PyObject*>d
-    if len(d) != 1:
-        return BELOW_VALUES
-    PyDict_Next(d, &i, &key, &val)
-    if not _at_text(key):
-        return BELOW_VALUES
-    if type(<object>val) is list:
-        if <object>key in _LIST_PAYLOADS:  # an exact str: hashing and comparing it run no code
-            inner[0] = val
-            return BELOW_ITEMS
-        if _is_key(key, "@d"):
-            inner[0] = val
-            return BELOW_PAIR_ITEMS
-    elif type(<object>val) is dict:
-        if <object>key in _DICT_PAYLOADS:
-            inner[0] = val
-            return BELOW_VALUES
-    elif type(<object>val) is str:
-        return BELOW_NOTHING
-    return BELOW_VALUES
-
-
-cdef inline bint _at_text(PyObject* k) noexcept:
-    """k is a str starting with "@"."""
-    return type(<object>k) is str and PyUnicode_GET_LENGTH(<object>k) > 0 and PyUnicode_READ_CHAR(<object>k, 0) == 64
-
-
-cdef bint _deeper_than_c_walk(object v, Py_ssize_t depth) except -1:
-    """Is the tree deeper than C_WALK_DEPTH, counted as _decode_common._check_depth counts?  Within it, it is
-    within MAX_DEPTH too; beyond it, the Python twin's walk (an explicit stack) decides.
-
-    Nothing runs between the reads (the tree is the decoder's own, of dicts, lists and atoms), so the
-    parts are read in place, without a reference or a list of them.
-    """
-    cdef PyObject* inner
-    cdef PyObject* key
-    cdef PyObject* c
-    cdef Py_ssize_t i = 0
-    cdef int below
-    if type(v) is list:
-        below = BELOW_ITEMS
-        inner = <PyObject*>v
-    elif type(v) is dict:
-        below = _below(<dict>v, &inner)
-        if below == BELOW_NOTHING:
-            return False
-    else:
-        return False
-    if depth > C_WALK:
-        return True
-    if below == BELOW_VALUES:
-        while PyDict_Next(<dict>inner, &i, &key, &c):
-            if _part_deeper(c, depth + 1):
-                return True
-        return False
-    for i in range(PyList_GET_SIZE(<list>inner)):
-        c = PyList_GET_ITEM(<list>inner, i)
-        if below == BELOW_ITEMS:
-            if _part_deeper(c, depth + 1):
-                return True
-        elif type(<object>c) is list and _deeper_than_c_walk(<object>c, depth):  # a @d pair: its items one down
-            return True
-    return False
-
-
-cdef inline bint _part_deeper(PyObject* c, Py_ssize_t depth) except -1:
-    """_deeper_than_c_walk of a part at depth; an atom is no deeper."""
-    return (type(<object>c) is dict or type(<object>c) is list) and _deeper_than_c_walk(<object>c, depth)
 
 
 cdef bint _has_escape_prefix(bytes data):
