@@ -8,7 +8,7 @@ against the length first).  In C: the hot opcodes, strings, numbers, base64,
 the memo, dicts, persistent references, objects under construction and the
 known types and class forms ZODB writes; ``_load`` is a C switch over the
 opcode calling one short ``_op_*`` handler each.  Records with the rare
-opcodes (protocol 0's text opcodes and DICT, POP, DUP...) and the
+opcodes (protocol 0's text opcodes and DICT, POP, DUP, EMPTY_SET...) and the
 single-pickle functions are the Python twin's.  Shared with it
 (``_decode_common``): generic calls and persistent ids other than ZODB's
 (oid, class) pair.  Shared as well: rarer
@@ -1136,7 +1136,7 @@ cdef inline int64_t _le_at(const unsigned char* p, Py_ssize_t pos, Py_ssize_t en
 
 cdef inline Py_ssize_t _sized(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end, int width,
                               Py_ssize_t* n) except -1:
-    """The unsigned width-byte length at pos (BINUNICODE, BINBYTES, their short and 8-byte forms...),
+    """The unsigned width-byte length at pos (BINUNICODE, BINBYTES, their short forms, BINUNICODE8, BYTEARRAY8),
     whose bytes must all follow, into *n; the offset after the length.  Compared unsigned with what is
     left before the cast: a 32-bit Py_ssize_t would take 2**31 and more as negative."""
     cdef uint64_t size
@@ -1244,7 +1244,7 @@ cdef inline Py_ssize_t _op_binint(_Context ctx, const unsigned char* p,
 
 cdef inline Py_ssize_t _op_binbytes(_Context ctx, const unsigned char* p,
         Py_ssize_t pos, Py_ssize_t end, int width) except -1:
-    """SHORT_BINBYTES (width 1), BINBYTES (4) or BINBYTES8 (8): bytes of that many bytes."""
+    """SHORT_BINBYTES (width 1) or BINBYTES (4): bytes of that many bytes."""
     cdef Py_ssize_t n
     pos = _sized(p, pos, end, width, &n)
     marker = _bytes_marker(p + pos, n)
@@ -1441,17 +1441,12 @@ cdef object _load(bytes data, Py_ssize_t pos, _Context ctx):
             elif op == LONG1 or op == LONG4: pos = _op_long(ctx, p, pos, end, 1 if op == LONG1 else 4)
             elif op == STACK_GLOBAL: pos = _op_stack_global(ctx, pos)
             elif op == APPEND: _op_append(ctx, start)
-            elif op == EMPTY_SET: _push_container(ctx, {"@set": []})
             elif op == BINUNICODE8: pos = _op_binunicode(ctx, p, pos, end, 8)
-            elif op == BINBYTES8: pos = _op_binbytes(ctx, p, pos, end, 8)
             elif op == SHORT_BINSTRING or op == BINSTRING:
                 pos = _op_binstring(ctx, p, pos, end, 1 if op == SHORT_BINSTRING else 4)
             elif op == BYTEARRAY8: pos = _op_bytearray8(ctx, p, pos, end)
-            elif op in (POP, POP_MARK, DUP, ADDITEMS, NEWOBJ_EX, INST, OBJ, EXT1, EXT2, EXT4, NEXT_BUFFER,
-                        READONLY_BUFFER, PUT, GET, INT, LONG, FLOAT, STRING, UNICODE, PERSID, DICT):
-                raise _PythonTwin()  # rare in ZODB records (and protocol 0's): read by the Python twin alone
-            else:
-                raise _err(f"unknown pickle opcode: 0x{op:02x}", start)
+            else:  # rare in ZODB records (protocol 0's, EMPTY_SET, BINBYTES8...) or unknown: the Python twin's
+                raise _PythonTwin()
     except IndexError:  # as in the Python twin: a shape the checks above did not foresee
         raise _err("pickle stack underflow", start) from None
 
