@@ -41,11 +41,10 @@ from ._known import marker_kind
 from . import _decode_common
 from ._decode_common import (
     EXPANSION_FLOOR, EXPANSION_PER_BYTE, Unrepresentable, check_class_names_at_offset_0, expansion_error, finish,
-    generic_call, in_state, instance_content, int_value, line_utf8, persistent_ref, weight,
+    generic_call, instance_content, int_value, line_utf8, persistent_ref, weight,
 )
 from ._jsontext_cython cimport pg_json_text
 from ._pickletext_cython cimport CLASS_GLOBAL, CLASS_NAMES, CLASS_NAMES_NONE, ClassForm, ClassPickle, lane_text
-from ._jsontext_python import sanitize_for_pg
 from . import _decode_python
 # One pickle alone, rare beside whole records (no storage or report row calls them): the Python twin's.
 from ._decode_python import pickle_to_dict, pickle_to_json
@@ -1705,10 +1704,7 @@ def decode_zodb_record_for_pg(data):
     except _PythonTwin:
         return _decode_python.decode_zodb_record_for_pg(data)
     _check_class_names(ctx.module, ctx.name)
-    state = ctx.state
-    if ctx.flags & (F_NUL | F_SURROGATE | F_FLOAT | F_EXP_FLOAT):
-        state = in_state(sanitize_for_pg, ctx.state_offset, state, True, True)
-    return ctx.module, ctx.name, state, ctx.refs
+    return ctx.module, ctx.name, _decode_python.pg_state(ctx.state, ctx.flags, ctx.state_offset), ctx.refs
 
 
 def decode_zodb_record_for_pg_json(data):
