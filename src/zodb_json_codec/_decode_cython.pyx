@@ -210,8 +210,9 @@ cdef str _shared_ascii(const unsigned char* p, Py_ssize_t n, Py_ssize_t slot):
     return s
 
 
-cdef str _utf8(const unsigned char* p, Py_ssize_t n, Py_ssize_t start, _Context ctx):
-    """Text of n UTF-8 bytes; lone surrogates (surrogatepass) are flagged, anything else invalid."""
+cdef str _utf8(const unsigned char* p, Py_ssize_t n, _Context ctx):
+    """Text of n UTF-8 bytes.  Lone surrogates (the Python twin reads them with surrogatepass and flags them)
+    and invalid UTF-8 (its error) are rare: the Python twin's."""
     cdef Py_ssize_t slot
     if _shareable(p, n, &slot):
         return _shared_ascii(p, n, slot)
@@ -221,11 +222,7 @@ cdef str _utf8(const unsigned char* p, Py_ssize_t n, Py_ssize_t start, _Context 
     cdef PyObject* s = _decode_utf8(<const char*>p, n, NULL)
     if s == NULL:
         _clear_decode_error()
-        s = _decode_utf8(<const char*>p, n, "surrogatepass")
-        if s == NULL:
-            _clear_decode_error()
-            raise _err("invalid UTF-8 in pickle string", start)
-        ctx.flags |= F_SURROGATE
+        raise _PythonTwin()
     return _owned(s)
 
 
@@ -1172,10 +1169,9 @@ cdef inline Py_ssize_t _op_binput(_Context ctx, const unsigned char* p,
 cdef inline Py_ssize_t _op_binunicode(_Context ctx, const unsigned char* p,
         Py_ssize_t pos, Py_ssize_t end, int width) except -1:
     """BINUNICODE (width 4), SHORT_BINUNICODE (1) or BINUNICODE8 (8): a str of that many UTF-8 bytes."""
-    cdef Py_ssize_t start = pos - 1
     cdef Py_ssize_t n
     pos = _sized(p, pos, end, width, &n)
-    PyList_Append(ctx.stack, _utf8(p + pos, n, start, ctx))
+    PyList_Append(ctx.stack, _utf8(p + pos, n, ctx))
     return pos + n
 
 
