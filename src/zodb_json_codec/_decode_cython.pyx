@@ -8,7 +8,7 @@ against the length first).  In C: the hot opcodes, strings, numbers, base64,
 the memo, dicts, persistent references, objects under construction and the
 known types and class forms ZODB writes; ``_load`` is a C switch over the
 opcode calling one short ``_op_*`` handler each.  Records with the rare
-opcodes (protocol 0's text opcodes and DICT, POP, DUP...) and the
+opcodes (protocol 0's text opcodes and DICT, POP, DUP, EMPTY_SET...) and the
 single-pickle functions are the Python twin's.  Shared with it
 (``_decode_common``): generic calls and persistent ids other than ZODB's
 (oid, class) pair.  Shared as well: rarer
@@ -36,16 +36,15 @@ from ._opcodes cimport *
 from ._primitives cimport ZJC_B64_LENGTH, zjc_b64_decode, zjc_b64_encode, zjc_b64_size, zjc_hex_encode
 
 from . import _decode_known, _known
-from ._common import C_WALK_DEPTH, CodecError, b64encode, bytes_argument
+from ._common import CodecError, b64encode, bytes_argument
 from ._known import marker_kind
 from . import _decode_common
 from ._decode_common import (
     EXPANSION_FLOOR, EXPANSION_PER_BYTE, Unrepresentable, check_class_names_at_offset_0, expansion_error, finish,
-    generic_call, in_state, instance_content, int_value, line_utf8, persistent_ref, weight,
+    generic_call, instance_content, int_value, line_utf8, persistent_ref, weight,
 )
 from ._jsontext_cython cimport pg_json_text
 from ._pickletext_cython cimport CLASS_GLOBAL, CLASS_NAMES, CLASS_NAMES_NONE, ClassForm, ClassPickle, lane_text
-from ._jsontext_python import sanitize_for_pg
 from . import _decode_python
 # One pickle alone, rare beside whole records (no storage or report row calls them): the Python twin's.
 from ._decode_python import pickle_to_dict, pickle_to_json
@@ -84,8 +83,6 @@ if (F_NUL, F_SURROGATE, F_FLOAT, F_EXP_FLOAT, F_ESCAPED_KEY, K_REDUCE, K_NEWOBJ)
         _decode_known.NEWOBJ):
     raise ImportError("zodb_json_codec._decode_cython was built against other decoder flags")
 
-# The compiled walks recurse at most this deep; a deeper value goes to the Python twin's walk.
-cdef Py_ssize_t C_WALK = C_WALK_DEPTH
 # _decode_common.DEEP_CONTAINERS less one: references read at once (_fused_ref) are not counted as containers;
 # each is a leaf of at most two levels ({"@ref": [oid, class]}), and one container's three allow for it.
 cdef Py_ssize_t C_DEEP_CONTAINERS = _decode_common.DEEP_CONTAINERS - 1
@@ -213,8 +210,9 @@ cdef str _shared_ascii(const unsigned char* p, Py_ssize_t n, Py_ssize_t slot):
     return s
 
 
-cdef str _utf8(const unsigned char* p, Py_ssize_t n, Py_ssize_t start, _Context ctx):
-    """Text of n UTF-8 bytes; lone surrogates (surrogatepass) are flagged, anything else invalid."""
+cdef str _utf8(const unsigned char* p, Py_ssize_t n, _Context ctx):
+    """Text of n UTF-8 bytes.  Lone surrogates (the Python twin reads them with surrogatepass and flags them)
+    and invalid UTF-8 (its error) are rare: the Python twin's."""
     cdef Py_ssize_t slot
     if _shareable(p, n, &slot):
         return _shared_ascii(p, n, slot)
@@ -224,11 +222,7 @@ cdef str _utf8(const unsigned char* p, Py_ssize_t n, Py_ssize_t start, _Context 
     cdef PyObject* s = _decode_utf8(<const char*>p, n, NULL)
     if s == NULL:
         _clear_decode_error()
-        s = _decode_utf8(<const char*>p, n, "surrogatepass")
-        if s == NULL:
-            _clear_decode_error()
-            raise _err("invalid UTF-8 in pickle string", start)
-        ctx.flags |= F_SURROGATE
+        raise _PythonTwin()
     return _owned(s)
 
 
@@ -685,6 +679,11 @@ cdef inline bint _maybe_marker(dict d):
     return _at_text(key)
 
 
+cdef inline bint _at_text(PyObject* k) noexcept:
+    """k is a str starting with "@"."""
+    return type(<object>k) is str and PyUnicode_GET_LENGTH(<object>k) > 0 and PyUnicode_READ_CHAR(<object>k, 0) == 64
+
+
 # ---------------------------------------------------------------------------
 # Dicts: plain while every key is a str and the dict cannot be taken for a marker
 # ---------------------------------------------------------------------------
@@ -1011,10 +1010,17 @@ cdef enum:
 
 
 cdef Py_ssize_t _weight(object value, Py_ssize_t limit) except -1:
+    """_decode_common.weight of a list or dict: _tree_weight's, or _decode_common.weight's for a value
+    nested deeper than it walks (no record of the benchmarks fetches one)."""
+    cdef Py_ssize_t total = _tree_weight(value, limit)
+    return weight(value, limit) if total < 0 else total
+
+
+cdef Py_ssize_t _tree_weight(object value, Py_ssize_t limit) noexcept:
     """_decode_common.weight of a list or dict in C: value's weight as a tree, any number above limit once
-    past it.  The decoder's own lists and dicts, read in place by index and PyDict_Next: nothing that runs
-    code, no Python object made.  An explicit stack of _WEIGHED_DEPTH parts: a deeper value (no record of
-    the benchmarks fetches one) is weighed again by _decode_common.weight."""
+    past it; -1 for a value of more than _WEIGHED_DEPTH nested lists and dicts, which it does not walk.  The
+    decoder's own lists and dicts, read in place by index and PyDict_Next: nothing that runs code, no Python
+    object made, and an explicit stack of _WEIGHED_DEPTH parts."""
     cdef _Part parts[_WEIGHED_DEPTH]
     cdef Py_ssize_t top = 0, total = 1
     cdef PyObject* node
@@ -1039,7 +1045,7 @@ cdef Py_ssize_t _weight(object value, Py_ssize_t limit) except -1:
             total += 1
             top += 1
             if top == _WEIGHED_DEPTH:
-                return weight(value, limit)
+                return -1
             parts[top].container = x
             parts[top].pos = 0
         else:
@@ -1126,7 +1132,7 @@ cdef inline int64_t _le_at(const unsigned char* p, Py_ssize_t pos, Py_ssize_t en
 
 cdef inline Py_ssize_t _sized(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end, int width,
                               Py_ssize_t* n) except -1:
-    """The unsigned width-byte length at pos (BINUNICODE, BINBYTES, their short and 8-byte forms...),
+    """The unsigned width-byte length at pos (BINUNICODE, BINBYTES, their short forms, BINUNICODE8, BYTEARRAY8),
     whose bytes must all follow, into *n; the offset after the length.  Compared unsigned with what is
     left before the cast: a 32-bit Py_ssize_t would take 2**31 and more as negative."""
     cdef uint64_t size
@@ -1163,10 +1169,9 @@ cdef inline Py_ssize_t _op_binput(_Context ctx, const unsigned char* p,
 cdef inline Py_ssize_t _op_binunicode(_Context ctx, const unsigned char* p,
         Py_ssize_t pos, Py_ssize_t end, int width) except -1:
     """BINUNICODE (width 4), SHORT_BINUNICODE (1) or BINUNICODE8 (8): a str of that many UTF-8 bytes."""
-    cdef Py_ssize_t start = pos - 1
     cdef Py_ssize_t n
     pos = _sized(p, pos, end, width, &n)
-    PyList_Append(ctx.stack, _utf8(p + pos, n, start, ctx))
+    PyList_Append(ctx.stack, _utf8(p + pos, n, ctx))
     return pos + n
 
 
@@ -1234,7 +1239,7 @@ cdef inline Py_ssize_t _op_binint(_Context ctx, const unsigned char* p,
 
 cdef inline Py_ssize_t _op_binbytes(_Context ctx, const unsigned char* p,
         Py_ssize_t pos, Py_ssize_t end, int width) except -1:
-    """SHORT_BINBYTES (width 1), BINBYTES (4) or BINBYTES8 (8): bytes of that many bytes."""
+    """SHORT_BINBYTES (width 1) or BINBYTES (4): bytes of that many bytes."""
     cdef Py_ssize_t n
     pos = _sized(p, pos, end, width, &n)
     marker = _bytes_marker(p + pos, n)
@@ -1431,17 +1436,12 @@ cdef object _load(bytes data, Py_ssize_t pos, _Context ctx):
             elif op == LONG1 or op == LONG4: pos = _op_long(ctx, p, pos, end, 1 if op == LONG1 else 4)
             elif op == STACK_GLOBAL: pos = _op_stack_global(ctx, pos)
             elif op == APPEND: _op_append(ctx, start)
-            elif op == EMPTY_SET: _push_container(ctx, {"@set": []})
             elif op == BINUNICODE8: pos = _op_binunicode(ctx, p, pos, end, 8)
-            elif op == BINBYTES8: pos = _op_binbytes(ctx, p, pos, end, 8)
             elif op == SHORT_BINSTRING or op == BINSTRING:
                 pos = _op_binstring(ctx, p, pos, end, 1 if op == SHORT_BINSTRING else 4)
             elif op == BYTEARRAY8: pos = _op_bytearray8(ctx, p, pos, end)
-            elif op in (POP, POP_MARK, DUP, ADDITEMS, NEWOBJ_EX, INST, OBJ, EXT1, EXT2, EXT4, NEXT_BUFFER,
-                        READONLY_BUFFER, PUT, GET, INT, LONG, FLOAT, STRING, UNICODE, PERSID, DICT):
-                raise _PythonTwin()  # rare in ZODB records (and protocol 0's): read by the Python twin alone
-            else:
-                raise _err(f"unknown pickle opcode: 0x{op:02x}", start)
+            else:  # rare in ZODB records (protocol 0's, EMPTY_SET, BINBYTES8...) or unknown: the Python twin's
+                raise _PythonTwin()
     except IndexError:  # as in the Python twin: a shape the checks above did not foresee
         raise _err("pickle stack underflow", start) from None
 
@@ -1451,102 +1451,17 @@ cdef object _load(bytes data, Py_ssize_t pos, _Context ctx):
 # ---------------------------------------------------------------------------
 
 cdef object _finish(object value, _Context ctx, Py_ssize_t start):
-    """_decode_common.finish, with its common cases (nothing to check, or a depth within C_WALK_DEPTH) in C."""
-    # Every nesting level comes from a container opcode, at most three per
-    # opcode (see _decode_common.DEEP_CONTAINERS).
+    """_decode_common.finish, called only when there is something to check.  A value from at most
+    C_DEEP_CONTAINERS container opcodes cannot be too deep (see _decode_common.DEEP_CONTAINERS), nor can one
+    that _tree_weight walks: each level _decode_common._check_depth counts is at least one list or dict, and
+    _WEIGHED_DEPTH of them are far within MAX_DEPTH.  A deeper value is measured by its explicit-stack walk."""
     cdef bint maybe_deep = ctx.containers > C_DEEP_CONTAINERS
     if (ctx.unrepresentable or ctx.cyclic or ctx.flags & F_ESCAPED_KEY
-            or (maybe_deep and _deeper_than_c_walk(value, 0))):
+            or (maybe_deep and (type(value) is list or type(value) is dict)
+                and _tree_weight(value, PY_SSIZE_T_MAX) < 0)):
         return finish(value, ctx.unrepresentable, ctx.cyclic, maybe_deep, ctx.flags, start,
                       ctx.budget)
     return value
-
-
-cdef enum Below:
-    # What _decode_common._levels_below counts one level below a container
-    BELOW_ITEMS         # a list's items, or the payload list of @t, @set, @fset, @td, @cls
-    BELOW_VALUES        # a dict's values, or those of the payload dict of @reduce, @newobj, @inst
-    BELOW_PAIR_ITEMS    # the items of each pair of a @d payload
-    BELOW_NOTHING       # a one-key marker of a str (bytes, a big int, a date...): a scalar, not a level
-
-
-cdef frozenset _LIST_PAYLOADS = _decode_common._LIST_PAYLOADS
-cdef frozenset _DICT_PAYLOADS = _decode_common._DICT_PAYLOADS
-
-
-cdef int _below(dict d, PyObject** inner) noexcept:
-    """_decode_common._levels_below of a dict, as a Below; *inner is the container whose parts they are."""
-    cdef Py_ssize_t i = 0
-    cdef PyObject* key
-    cdef PyObject* val
-    inner[0] = <PyObject*>d
-    if len(d) != 1:
-        return BELOW_VALUES
-    PyDict_Next(d, &i, &key, &val)
-    if not _at_text(key):
-        return BELOW_VALUES
-    if type(<object>val) is list:
-        if <object>key in _LIST_PAYLOADS:  # an exact str: hashing and comparing it run no code
-            inner[0] = val
-            return BELOW_ITEMS
-        if _is_key(key, "@d"):
-            inner[0] = val
-            return BELOW_PAIR_ITEMS
-    elif type(<object>val) is dict:
-        if <object>key in _DICT_PAYLOADS:
-            inner[0] = val
-            return BELOW_VALUES
-    elif type(<object>val) is str:
-        return BELOW_NOTHING
-    return BELOW_VALUES
-
-
-cdef inline bint _at_text(PyObject* k) noexcept:
-    """k is a str starting with "@"."""
-    return type(<object>k) is str and PyUnicode_GET_LENGTH(<object>k) > 0 and PyUnicode_READ_CHAR(<object>k, 0) == 64
-
-
-cdef bint _deeper_than_c_walk(object v, Py_ssize_t depth) except -1:
-    """Is the tree deeper than C_WALK_DEPTH, counted as _decode_common._check_depth counts?  Within it, it is
-    within MAX_DEPTH too; beyond it, the Python twin's walk (an explicit stack) decides.
-
-    Nothing runs between the reads (the tree is the decoder's own, of dicts, lists and atoms), so the
-    parts are read in place, without a reference or a list of them.
-    """
-    cdef PyObject* inner
-    cdef PyObject* key
-    cdef PyObject* c
-    cdef Py_ssize_t i = 0
-    cdef int below
-    if type(v) is list:
-        below = BELOW_ITEMS
-        inner = <PyObject*>v
-    elif type(v) is dict:
-        below = _below(<dict>v, &inner)
-        if below == BELOW_NOTHING:
-            return False
-    else:
-        return False
-    if depth > C_WALK:
-        return True
-    if below == BELOW_VALUES:
-        while PyDict_Next(<dict>inner, &i, &key, &c):
-            if _part_deeper(c, depth + 1):
-                return True
-        return False
-    for i in range(PyList_GET_SIZE(<list>inner)):
-        c = PyList_GET_ITEM(<list>inner, i)
-        if below == BELOW_ITEMS:
-            if _part_deeper(c, depth + 1):
-                return True
-        elif type(<object>c) is list and _deeper_than_c_walk(<object>c, depth):  # a @d pair: its items one down
-            return True
-    return False
-
-
-cdef inline bint _part_deeper(PyObject* c, Py_ssize_t depth) except -1:
-    """_deeper_than_c_walk of a part at depth; an atom is no deeper."""
-    return (type(<object>c) is dict or type(<object>c) is list) and _deeper_than_c_walk(<object>c, depth)
 
 
 cdef bint _has_escape_prefix(bytes data):
@@ -1785,10 +1700,7 @@ def decode_zodb_record_for_pg(data):
     except _PythonTwin:
         return _decode_python.decode_zodb_record_for_pg(data)
     _check_class_names(ctx.module, ctx.name)
-    state = ctx.state
-    if ctx.flags & (F_NUL | F_SURROGATE | F_FLOAT | F_EXP_FLOAT):
-        state = in_state(sanitize_for_pg, ctx.state_offset, state, True, True)
-    return ctx.module, ctx.name, state, ctx.refs
+    return ctx.module, ctx.name, _decode_python.pg_state(ctx.state, ctx.flags, ctx.state_offset), ctx.refs
 
 
 def decode_zodb_record_for_pg_json(data):

@@ -905,9 +905,14 @@ def decode_zodb_record_for_pg(data: Any) -> tuple:
     """
     module, name, state, refs, flags, start = _decode_record(data)
     check_class_names_at_offset_0(module, name)
+    return module, name, pg_state(state, flags, start), refs
+
+
+def pg_state(state: Any, flags: int, start: int) -> Any:
+    """A decoded state (the Cython twin's too) rewritten where its flags say that jsonb could not store it."""
     if flags & (F_NUL | F_SURROGATE | F_FLOAT | F_EXP_FLOAT):
-        state = in_state(sanitize_for_pg, start, state, True, True)
-    return module, name, state, refs
+        return in_state(sanitize_for_pg, start, state, True, True)
+    return state
 
 
 def decode_zodb_record_for_pg_json(data: Any) -> tuple:
