@@ -161,3 +161,14 @@ def test_the_size_script_counts_the_whole_compiled_side():
     total = sum(len(p.read_text(encoding="utf-8").splitlines()) for p in compiled)
     assert counted["the compiled twins"] + counted["the lane and the reader"] == total
     assert counted["the Python twin modules"] > 1000
+
+
+def test_the_compiled_side_is_within_its_budget():
+    """docs/design.md, "Two twins": the lane and the reader under 2,000 lines, the rest at most 2.5 times the
+    Python twin modules.  A change past either budget makes room elsewhere first."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "twin-size"), "--check"], capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stdout
