@@ -68,3 +68,17 @@ def test_colliding_slots_give_every_text_right():
             assert cython.decode_zodb_record_for_pg_json(data) == python.decode_zodb_record_for_pg_json(data)
     decoded = cython.decode_zodb_record(record(states[0]))["@s"]
     assert all(type(k) is str and k == v for k, v in decoded.items())
+
+
+@pytest.mark.parametrize("module", ["app.models", "m" * SHARED_TEXT, "m" * (SHARED_TEXT + 1)])
+def test_class_names_of_the_usual_class_pickles_are_shared_when_short(module):
+    """A class's names come again in every record of the class: the usual class pickles' names ((module, name)
+    pickled as a tuple, and the form encode_zodb_record writes) are the shared strs up to SHARED_TEXT bytes, and
+    right at any length."""
+    cython = load_twin("cython")
+    zodb_form = record({"a": 1}, klass=(module, "Page"))
+    encoded_form = cython.encode_zodb_record({"@cls": [module, "Page"], "@s": {"a": 2}})
+    names = [cython.decode_zodb_record_for_pg_json(data)[:2] for data in (zodb_form, encoded_form, zodb_form)]
+    assert names == [(module, "Page")] * 3
+    assert names[0][1] is names[1][1] is names[2][1]
+    assert (names[0][0] is names[1][0] is names[2][0]) == (len(module) <= SHARED_TEXT)

@@ -1573,7 +1573,11 @@ cdef Py_ssize_t _name_end(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end
 
 
 cdef inline str _ascii(const unsigned char* p, Py_ssize_t n):
-    """The str of n ASCII bytes, copied in (the UTF-8 decoder would look at each byte again)."""
+    """The str of n ASCII bytes, copied in (the UTF-8 decoder would look at each byte again); shared between
+    records (_shared_ascii) when it is short: a class's names come again in every record of the class."""
+    cdef Py_ssize_t slot
+    if _shareable(p, n, &slot):
+        return _shared_ascii(p, n, slot)
     cdef str s = PyUnicode_New(n, 127)
     memcpy(PyUnicode_1BYTE_DATA(s), p, n)
     return s
