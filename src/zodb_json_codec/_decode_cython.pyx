@@ -494,8 +494,8 @@ cdef object _UNSURE = object()  # immutable sentinel: "let _known decide"
 
 
 cdef Py_ssize_t _b64_small(object v, unsigned char* out, Py_ssize_t cap):
-    """Bytes of a {"@b": text} made by this decoder (canonical, at most cap bytes) into out, without the SIMD
-    step (texts of at most 16 characters here; the module then links no CPU check).
+    """Bytes of a {"@b": text} made by this decoder (canonical, at most cap bytes: a datetime state's or an
+    oid's) into out.
 
     -1: not such a marker (no bytes); -2: a text this fast path does not read (ask binascii).
     """
