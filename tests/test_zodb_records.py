@@ -52,71 +52,6 @@ TREE_SIZE = 3000
 
 
 # ---------------------------------------------------------------------------
-# The object-graph comparison, and one that also sees dict/list subclass contents
-# ---------------------------------------------------------------------------
-
-class _ContentLoader(_fidelity.Loader):
-    """``_fidelity.Loader`` whose stand-ins also record SETITEM(S) and APPEND(S).
-
-    ``_fidelity``'s inert stand-ins have no ``__setitem__``/``append``, so it
-    cannot load a record holding an OrderedDict or a dict/list subclass
-    instance.  Here the contents are recorded in the stand-in's ``_kw``
-    (which ``same`` compares; it is empty for every object a NEWOBJ or a
-    REDUCE without keywords made), in pickle order.
-    """
-
-    _classes: dict = {}
-
-    def find_class(self, module, name):
-        cls = super().find_class(module, name)
-        if isinstance(cls, type) and issubclass(cls, _fidelity.Inert):
-            cls = self._with_contents(cls)
-        return cls
-
-    @classmethod
-    def _with_contents(cls, base):
-        klass = cls._classes.get(base)
-        if klass is None:
-            def __setitem__(self, key, value):
-                self._kw.setdefault("\x00items", []).append((key, value))
-
-            def append(self, value):
-                self._kw.setdefault("\x00appends", []).append(value)
-
-            def extend(self, values):
-                for v in values:
-                    append(self, v)
-
-            klass = cls._classes[base] = type(
-                base.__name__, (base,),
-                {"__setitem__": __setitem__, "append": append, "extend": extend,
-                 "__qualname__": base.__qualname__, "__module__": "inert"})
-        return klass
-
-
-def _load_with_contents(data: bytes):
-    loader = _ContentLoader(io.BytesIO(data), encoding="bytes")
-    klass = loader.load()
-    state = loader.load()
-    return _fidelity.class_name(klass), state
-
-
-def _loads_plainly(data: bytes) -> bool:
-    try:
-        _fidelity.load_record(data)
-    except Exception:  # noqa: BLE001 - whatever the unpickler raises
-        return False
-    return True
-
-
-def _same(original: bytes, again: bytes) -> bool:
-    """helpers.same_records; records it cannot load are compared with their contents."""
-    if _loads_plainly(original):
-        return same_records(original, again)
-    return _fidelity.same(_load_with_contents(original), _load_with_contents(again))
-
-
-# ---------------------------------------------------------------------------
 # The databases
 # ---------------------------------------------------------------------------
 
@@ -394,25 +329,15 @@ def test_the_databases_hold_what_the_tests_need(zodb):
     assert all(r.data[:2] == b"\x80\x03" for r in zodb.records), "ZODB writes protocol 3"
 
 
-def test_only_records_with_dict_or_list_subclasses_defeat_the_plain_comparison(zodb):
-    # _fidelity's inert stand-ins cannot take SETITEMS/APPENDS, so records
-    # holding an OrderedDict, a defaultdict or a dict/list subclass instance
-    # cannot be loaded by it.  Exactly these records are compared with
-    # _ContentLoader instead (see _same); this keeps that set known.
-    unloadable = {(r.db, r.oid) for r in zodb.records if not _loads_plainly(r.data)}
-    assert unloadable == {("main", zodb.oids["subclasses"])}
-    for r in zodb.records:
-        if (r.db, r.oid) in unloadable:
-            with pytest.raises(TypeError):
-                _fidelity.load_record(r.data)
-            _load_with_contents(r.data)  # and the content-aware loader can
-
-
-def test_the_content_aware_comparison_sees_contents(zodb):
-    # _same must be able to fail for the records it compares with contents.
+def test_the_comparison_loads_every_record_and_sees_subclass_contents(zodb):
+    # _fidelity's stand-ins take SETITEM(S) and APPEND(S) (an OrderedDict, a dict/list subclass instance) and
+    # compare what they were given, so a change of the contents alone is a difference.
     import pickle
 
+    for r in zodb.records:
+        _fidelity.load_record(r.data)
     rec = zodb.latest["main", zodb.oids["subclasses"]]
+
     class Unpickler(pickle.Unpickler):  # persistent_load is read-only on 3.13 instances
         def persistent_load(self, pid):
             return None
@@ -420,10 +345,10 @@ def test_the_content_aware_comparison_sees_contents(zodb):
     f = io.BytesIO(rec.data)
     Unpickler(f).load()
     state_at = f.tell()
-    assert _same(rec.data, rec.data)
+    assert same_records(rec.data, rec.data)
     changed = rec.data[:state_at] + rec.data[state_at:].replace(b"later", b"LATER")
     assert changed != rec.data
-    assert not _same(rec.data, changed)
+    assert not same_records(rec.data, changed)
 
 
 # ---------------------------------------------------------------------------
@@ -435,7 +360,7 @@ def test_nothing_lost(impl, zodb, path, kept_by):
     """decode -> keep -> encode gives the same objects; the JSON of the pg paths through a real jsonb column."""
     again = records_back(impl, [r.data for r in zodb.records], path, kept_by)
     lost = [(r.db, r.oid.hex(), zodb.classes[r.db, r.oid])
-            for r, back in zip(zodb.records, again) if not _same(r.data, back)]
+            for r, back in zip(zodb.records, again) if not same_records(r.data, back)]
     assert lost == []
 
 

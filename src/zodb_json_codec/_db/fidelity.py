@@ -39,6 +39,7 @@ REAL_GLOBALS = frozenset(
         ("builtins", "range"),
         ("copyreg", "_reconstructor"),
         ("copyreg", "__newobj__"),
+        ("copyreg", "__newobj_ex__"),
         ("_codecs", "encode"),
         ("pytz", "_p"),
         ("pytz", "_UTC"),
@@ -53,6 +54,8 @@ class Inert:
     _kw: dict = {}
     _state: Any = None
     _called = False
+    _items: Any = None    # SETITEM(S) on it: a dict subclass's contents, in order
+    _appends: Any = None  # APPEND(S) on it: a list subclass's contents
 
     def __new__(cls, *args: Any, **kw: Any) -> "Inert":
         self = object.__new__(cls)
@@ -66,6 +69,20 @@ class Inert:
 
     def __setstate__(self, state: Any) -> None:
         self._state = state
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        if self._items is None:
+            self._items = []
+        self._items.append((key, value))
+
+    def append(self, value: Any) -> None:
+        if self._appends is None:
+            self._appends = []
+        self._appends.append(value)
+
+    def extend(self, values: Any) -> None:
+        for value in values:
+            self.append(value)
 
     def __call__(self, *args: Any, **kw: Any) -> "Inert":
         # A stand-in used as a callable, as in REDUCE of getattr(cls, "name"):
@@ -264,7 +281,8 @@ def same(a: Any, b: Any) -> bool:
         if isinstance(a, Inert):
             if a._called != b._called:
                 return False
-            todo += ((a._args, b._args), (a._kw, b._kw), (a._state, b._state))
+            todo += ((a._args, b._args), (a._kw, b._kw), (a._state, b._state), (a._items, b._items),
+                     (a._appends, b._appends))
         elif isinstance(a, dict):
             if len(a) != len(b):
                 return False
