@@ -1,13 +1,16 @@
-"""The corpora copied into tests/data: reference vectors and FileStorages.
+"""The record sets copied into tests/data: the Rust codec's vectors and the FileStorages.
 
-``vectors(name)`` gives the Rust codec's outputs for every record of a
-corpus ("public" or "wikipedia"), made by scripts/slim_vectors.py: dicts
-with oid, tid, record (base64), dict (json.dumps of the reference's
-decode_zodb_record), pg_json ([module, name, state_json, refs] of its
-decode_zodb_record_for_pg_json) and the labels lossless / pg_lossless (did
-the reference keep the record intact, through encode_zodb_record, and
-through PostgreSQL jsonb).  ``row_record(row)`` gives a row's record bytes,
-``records(name)`` (oid hex, record bytes) of every row.
+``vectors(name, version)`` gives what a release of the Rust codec made of
+every record of a set, in storage order (scripts/rust_vectors.py wrote
+them): dicts with oid, tid, record (base64), dict (json.dumps of its
+decode_zodb_record, or None), pg_json ([module, name, state_json, refs]
+of its decode_zodb_record_for_pg_json, or None) and the labels lossless /
+pg_lossless (did its own encoder give the record's objects back, directly
+and through a PostgreSQL jsonb column).  ``NAMES`` are the sets that are
+FileStorages (``storage_path``); ``SETS`` adds ``shapes``, a record of
+each shape the Rust codec's releases changed (tests/rustshapes.py).  ``row_record(row)`` gives a
+row's record bytes, ``records(name)`` (oid hex, record bytes) of every
+row.
 """
 
 from __future__ import annotations
@@ -22,13 +25,22 @@ from typing import Iterator, List, Tuple
 
 DATA = Path(__file__).resolve().parent / "data"
 NAMES = ("public", "wikipedia")
+SETS = NAMES + ("shapes",)
+#: The Rust codec's releases with vectors; the first one's files also hold the records.
+VERSIONS = ("1.6.1", "1.7.0")
 
 
 @functools.lru_cache(maxsize=None)
-def vectors(name: str) -> Tuple[dict, ...]:
-    """Every row of the corpus, in storage order (cached: do not mutate)."""
-    with gzip.open(DATA / f"{name}.vectors.jsonl.gz", "rt", encoding="utf-8") as f:
-        return tuple(json.loads(line) for line in f)
+def vectors(name: str, version: str = VERSIONS[0]) -> Tuple[dict, ...]:
+    """Every row of a set for a release, in storage order (cached: do not mutate)."""
+    with gzip.open(DATA / f"{name}.vectors-{version}.jsonl.gz", "rt", encoding="utf-8") as f:
+        rows = tuple(json.loads(line) for line in f)
+    if version != VERSIONS[0]:
+        with_records = vectors(name)
+        assert [(r["oid"], r["tid"]) for r in rows] == [(r["oid"], r["tid"]) for r in with_records], name
+        for row, other in zip(rows, with_records):
+            row["record"] = other["record"]
+    return rows
 
 
 def row_record(row: dict) -> bytes:
@@ -42,9 +54,9 @@ def records(name: str) -> Iterator[Tuple[str, bytes]]:
         yield row["oid"], row_record(row)
 
 
-def faithful(name: str) -> List[dict]:
-    """The rows the reference keeps intact in both paths: ours must match them exactly."""
-    return [row for row in vectors(name) if row["lossless"] and row["pg_lossless"]]
+def faithful(name: str, version: str = VERSIONS[0]) -> List[dict]:
+    """The rows a release keeps intact in both paths."""
+    return [row for row in vectors(name, version) if row["lossless"] and row["pg_lossless"]]
 
 
 def storage_path(name: str, directory: Path) -> Path:
