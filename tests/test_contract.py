@@ -187,7 +187,7 @@ def test_reduce_then_build_stays_a_reduce(impl):
 def test_newobj_without_build(impl):
     data = record({"x": Empty()})
     value = impl.decode_zodb_record(data)["@s"]["x"]
-    assert value == {"@newobj": {"callable": {"@cls": [__name__, "Empty"]}, "args": {"@t": []}}}
+    assert value == {"@reduce": {"callable": {"@cls": [__name__, "Empty"]}, "args": {"@t": []}, "newobj": True}}
     roundtrips(impl, data)
 
 
@@ -275,7 +275,10 @@ def test_nul_in_a_class_name_is_a_value_error_for_pg(impl):
 
 @pytest.mark.parametrize("user", [
     {"@t": [1, 2]}, {"@cls": ["a", "b"]}, {"@ref": "0000000000000001"}, {"@dt": "2020-01-01T00:00:00"},
-    {"@cls": ["a", "b"], "@s": 1}, {"@args": 1, "@state": 2}, {"@kv": [[1, 2]]}, {"@ns:AA==": 1},
+    {"@cls": ["a", "b"], "@s": 1}, {"@args": 1, "@state": 2}, {"@kv": [[1, 2]]},
+    {"@cls": ["a", "b"], "@s": 1, "@newobj": False}, {"@cls": ["a", "b"], "@items": [], "@appends": []},
+    {"@cls": ["a", "b"], "@s": 1, "@newobj": False, "@items": [], "@appends": []},
+    {"@reduce": {"callable": 1}}, {"@newobj": {"args": 1}},
 ])
 def test_marker_lookalikes_come_back_as_dicts(impl, user):
     data = record({"u": user})

@@ -15,8 +15,8 @@ from ._common import (
     I64_MAX, I64_MIN, MAX_BIGINT_BITS, MAX_DEPTH, STDLIB_JSON_DEPTH, CodecError, b64encode, decimal_to_int,
     float_marker, int_to_decimal, rebuild_tree,
 )
-from ._decode_known import REDUCE, check_class_names
-from ._known import btree_kind, unescape_key
+from ._decode_known import NEWOBJ, REDUCE, check_class_names
+from ._known import ESCAPED_KEY_PREFIXES, btree_kind, escaped_key
 
 # Flags describing what a decoded value holds, so the PostgreSQL paths only
 # walk the tree again when something in it needs rewriting.
@@ -24,13 +24,16 @@ F_NUL = 1          # a string with U+0000
 F_SURROGATE = 2    # a string with a lone surrogate
 F_FLOAT = 4        # NaN, +-inf or -0.0
 F_EXP_FLOAT = 8    # a float whose repr uses an exponent
-F_ESCAPED_KEY = 16  # a key that looks like "@ns:..." / "@su:..."
+# A text that may be a key looking like "@ns:..." / "@su:..." (docs/format.md, "Escaped keys").  The
+# decoders scan the pickle's bytes for them: every text opcode but protocol 0's UNICODE holds the text's own
+# UTF-8, so the scan finds every such text; UNICODE's escapes are looked at once decoded (unicode_line).
+F_ESCAPED_KEY = 16
 F_SHALLOW = 32     # few enough containers for json.dumps's recursion (the Python twin's fast path)
 
 # Both decoders count the opcodes they run that make a container (lists,
 # dicts, tuples, sets, objects, references).  Each adds at most three levels
 # to a path through the value -- an object, the list of its dict items, one
-# item pair -- and at most four levels of JSON ({"@newobj": {"items": [[k,
+# item pair -- and at most four levels of JSON ({"@reduce": {"items": [[k,
 # v]]}}), plus a few for the record's wrappers.  Values from fewer container
 # opcodes than DEEP_CONTAINERS cannot be too deep, so their depth is not
 # walked; the Python twin sends values from at most SHALLOW_CONTAINERS through
@@ -131,14 +134,13 @@ class Unrepresentable(Exception):
 class Obj:
     """An object under construction: what CPython would call and set state on."""
 
-    __slots__ = ("value", "kind", "callable", "args", "kwargs", "state", "built", "items", "appends")
+    __slots__ = ("value", "kind", "callable", "args", "state", "built", "items", "appends")
 
-    def __init__(self, value: dict, kind: int, callable_: Any, args: Any, kwargs: Any = None) -> None:
+    def __init__(self, value: dict, kind: int, callable_: Any, args: Any) -> None:
         self.value = value
         self.kind = kind
         self.callable = callable_
         self.args = args
-        self.kwargs = kwargs
         self.state = None
         self.built = False
         self.items: Optional[list] = None
@@ -167,42 +169,46 @@ def shares_a_rebuilt(rebuilt: list, shared: Optional[dict]) -> bool:
 
 
 def render_obj(obj: Obj, objs: dict) -> None:
-    """Rewrite obj.value in place to the markers for what has been built so far."""
+    """Rewrite obj.value in place to the markers for what has been built so far (docs/format.md, "Markers")."""
     value = obj.value
+    value.clear()
+    value.update(obj_content(obj, objs))
+
+
+def obj_content(obj: Obj, objs: dict) -> dict:
+    """The marker of an object under construction: a known type's, an instance of a class (NEWOBJ without
+    arguments or with a tuple of them, or REDUCE without arguments, then BUILD), else the generic call."""
     callable_, args = obj.callable, obj.args
-    content: dict
-    if obj.kind == REDUCE:
-        known = None
-        if not obj.built and obj.items is None and obj.appends is None:
-            known = _decode_known.recognize_reduce(callable_, args, objs)
-        content = known if known is not None else generic_call(obj, "@reduce")
-    else:
-        plain_newobj = (obj.built and obj.kwargs is None and is_global(callable_)
-                        and type(args) is dict and "@t" in args)
-        if plain_newobj:
-            module, name = callable_["@cls"]
+    built = obj.built
+    if obj.kind == REDUCE and not built and obj.items is None and obj.appends is None:
+        known = _decode_known.recognize_reduce(callable_, args, objs)
+        if known is not None:
+            return known
+    names = _known.global_name(callable_) if built else None
+    if names is not None and type(args) is dict and len(args) == 1 and type(args.get("@t")) is list:
+        module, name = names
+        newobj = obj.kind == NEWOBJ
+        if newobj or not args["@t"]:
             state = obj.state
-            if type(args) is dict and args.get("@t") == [] and (module, name) == ("uuid", "UUID"):
+            if newobj and not args["@t"] and (module, name) == ("uuid", "UUID") and obj.items is None and obj.appends is None:
                 uuid_text = _decode_known.uuid_from_state(state)
-                if uuid_text is not None and obj.items is None and obj.appends is None:
-                    value.clear()
-                    value["@uuid"] = uuid_text
-                    return
+                if uuid_text is not None:
+                    return {"@uuid": uuid_text}
             kind = btree_kind(module, name)
             if kind is not None:
                 state = _decode_known.btree_state(state, kind[0], kind[1])
-            content = instance_content(module, name, args, state, obj)
-        else:
-            content = generic_call(obj, "@newobj")
-    value.clear()
-    value.update(content)
+            return instance_content(module, name, args, state, obj, newobj)
+    return generic_call(obj)
 
 
-def instance_content(module: str, name: str, args: dict, state: Any, obj: Obj) -> dict:
-    """``{"@cls": ..., "@s": ...}`` of a NEWOBJ object of a class (docs/format.md, "Markers")."""
+def instance_content(module: str, name: str, args: dict, state: Any, obj: Any, newobj: bool) -> dict:
+    """``{"@cls": ..., "@s": ...}`` of an instance of a class made by NEWOBJ (with a tuple of arguments, kept
+    in an ``@args``/``@state`` wrapper) or, ``"@newobj": false``, by REDUCE without arguments."""
     if args["@t"]:
         state = {"@args": args, "@state": state}
     content = {"@cls": [module, name], "@s": state}
+    if not newobj:
+        content["@newobj"] = False
     if obj.items is not None:
         content["@items"] = obj.items
     if obj.appends is not None:
@@ -210,18 +216,18 @@ def instance_content(module: str, name: str, args: dict, state: Any, obj: Obj) -
     return content
 
 
-def generic_call(obj: Obj, marker: str) -> dict:
-    """``{marker: {...}}``: everything the pickle gave for the object, by name (REDUCE has no kwargs)."""
+def generic_call(obj: Any) -> dict:
+    """``{"@reduce": {...}}``: everything the pickle gave for the object, by name, in the Rust codec's order."""
     inner = {"callable": obj.callable, "args": obj.args}
-    if obj.kwargs is not None:
-        inner["kwargs"] = obj.kwargs
-    if obj.built:
-        inner["state"] = obj.state
     if obj.items is not None:
         inner["items"] = obj.items
     if obj.appends is not None:
         inner["appends"] = obj.appends
-    return {marker: inner}
+    if obj.kind == NEWOBJ:
+        inner["newobj"] = True
+    if obj.built:
+        inner["state"] = obj.state
+    return {"@reduce": inner}
 
 
 def finish(value: Any, unrepresentable: bool, cyclic: bool, maybe_deep: bool, flags: int, start: int,
@@ -309,7 +315,7 @@ def _has_cycle(root: Any) -> bool:
 # Markers whose list payload stands at the marker's own level (docs/format.md, "Nesting depth").
 _LIST_PAYLOADS = frozenset(("@t", "@set", "@fset", "@td", "@cls"))
 # Markers whose dict payload is the marker's own level: its values are one down.
-_DICT_PAYLOADS = frozenset(("@reduce", "@newobj", "@inst"))
+_DICT_PAYLOADS = frozenset(("@reduce", "@inst"))
 
 
 def _levels_below(v: Any) -> Any:
@@ -367,15 +373,17 @@ def _same(x: Any) -> Any:
     return x
 
 
-def _pairs_if_escaped_keys(original: dict, copy: dict) -> dict:
-    if any(type(k) is str and unescape_key(k) is not None for k in original):
-        return {"@d": [[k, x] for k, x in copy.items()]}
-    return copy
+def _key_as_written(k: Any) -> Any:
+    return escaped_key(k, False) if type(k) is str and k[:4] in ESCAPED_KEY_PREFIXES else k
 
 
 def _escape_keys(v: Any) -> Any:
-    """Write dicts with keys that read back as ``@ns:``/``@su:`` escapes in the @d form."""
-    return rebuild_tree(v, _same, _same, _pairs_if_escaped_keys)
+    """Keys that would read back as ``@ns:``/``@su:`` escapes written escaped (docs/format.md, "Escaped keys")."""
+    return rebuild_tree(v, _same, _key_as_written, _same_dict)
+
+
+def _same_dict(original: dict, copy: dict) -> dict:
+    return copy
 
 
 # ---------------------------------------------------------------------------
@@ -590,6 +598,8 @@ def unicode_line(ctx: Any, data: bytes, pos: int) -> Tuple[str, int]:
         raise decode_error(f"invalid pickle data: UNICODE escape: {exc.reason}", pos - 1) from None
     if "\x00" in s:
         ctx.flags |= F_NUL
+    if "@ns:" in s or "@su:" in s:  # maybe spelled with escapes (\u0040ns:): the scan of the bytes misses it
+        ctx.flags |= F_ESCAPED_KEY
     if not s.isascii():
         try:
             s.encode("utf-8")
@@ -640,6 +650,7 @@ def persistent_ref(ctx: Any, pid: Any) -> dict:
     elif type(pid) is str:
         if _known.is_hex(pid):
             ctx.unrepresentable = True  # would read back as an oid
-    elif type(pid) is list and len(pid) == 2 and type(pid[0]) is str and type(pid[1]) is str:
-        ctx.unrepresentable = True  # would read back as [oid, class]
+    elif type(pid) is list and len(pid) == 2 and type(pid[0]) is str and (
+            type(pid[1]) is str or _known.is_oid_hex(pid[0])):
+        ctx.unrepresentable = True  # would read back as [oid, class], or be refused as a malformed one
     return {"@ref": pid}

@@ -37,7 +37,7 @@ from ._primitives cimport ZJC_B64_LENGTH, zjc_b64_decode, zjc_b64_encode, zjc_b6
 
 from . import _decode_known, _known
 from ._common import CodecError, b64encode, bytes_argument
-from ._known import marker_kind
+from ._known import MAX_MARKER_KEYS, marker_kind
 from . import _decode_common
 from ._decode_common import (
     EXPANSION_FLOOR, EXPANSION_PER_BYTE, Unrepresentable, check_class_names_at_offset_0, expansion_error, finish,
@@ -87,6 +87,7 @@ if (F_NUL, F_SURROGATE, F_FLOAT, F_EXP_FLOAT, F_ESCAPED_KEY, K_REDUCE, K_NEWOBJ)
 # each is a leaf of at most two levels ({"@ref": [oid, class]}), and one container's three allow for it.
 cdef Py_ssize_t C_DEEP_CONTAINERS = _decode_common.DEEP_CONTAINERS - 1
 cdef object _from_bytes = int.from_bytes
+cdef Py_ssize_t C_MAX_MARKER_KEYS = MAX_MARKER_KEYS
 
 
 # Not tracked by the cycle collector (no decoded value refers to a context), and
@@ -337,7 +338,6 @@ cdef class _CObj:
     cdef public int kind
     cdef public object callable
     cdef public object args
-    cdef public object kwargs
     cdef public object state
     cdef public bint built
     cdef public object items
@@ -356,14 +356,13 @@ cdef bint _may_be_callable(_Context ctx, object value):
     return _obj_of(ctx, value) is not None
 
 
-cdef dict _new_obj(_Context ctx, int kind, object callable_, object args, object kwargs=None):
+cdef dict _new_obj(_Context ctx, int kind, object callable_, object args):
     if not _may_be_callable(ctx, callable_):
         ctx.uncallable = True
     cdef _CObj obj = _CObj.__new__(_CObj)
     obj.kind = kind
     obj.callable = callable_
     obj.args = args
-    obj.kwargs = kwargs
     obj.value = _content(obj, ctx)  # a fresh dict: no need to clear one
     if ctx.objs is None:
         ctx.objs = {}
@@ -391,28 +390,31 @@ cdef object _global_names(object v):
 
 
 cdef dict _content(_CObj obj, _Context ctx):
-    """_decode_common.render_obj's markers, with the known types ZODB writes most recognised in C."""
-    cdef dict content
+    """_decode_common.obj_content's markers, with the known types ZODB writes most recognised in C and BTree
+    states flattened in C (items and appends are None here: SETITEMS and APPENDS on an object go to the
+    Python twin)."""
+    cdef bint newobj = obj.kind == K_NEWOBJ
     callable_, args = obj.callable, obj.args
-    if obj.kind == K_REDUCE:
-        if not obj.built:
+    if not obj.built:
+        if not newobj:
             known = _recognize(callable_, args, ctx)
             if known is not None:
                 return known
-        return generic_call(obj, "@reduce")
+        return generic_call(obj)
     names = _global_names(callable_)
-    if obj.built and obj.kwargs is None and names is not None and type(args) is dict and "@t" in args:
+    items = _tuple_items(args) if names is not None else None
+    if items is not None and (newobj or not items):
         module, name = names
         state = obj.state
-        if args.get("@t") == [] and module == "uuid" and name == "UUID":
+        if newobj and not items and module == "uuid" and name == "UUID":
             uuid_text = _decode_known.uuid_from_state(state)
             if uuid_text is not None:
                 return {"@uuid": uuid_text}
         kind = btree_bits(module, name)
         if kind:
             state = _btree_state(state, kind & BTREE_IS_TREE, kind & BTREE_IS_MAP)
-        return instance_content(module, name, args, state, obj)
-    return generic_call(obj, "@newobj")
+        return instance_content(module, name, args, state, obj, newobj)
+    return generic_call(obj)
 
 
 cdef inline object _tuple_items(object v):
@@ -673,7 +675,7 @@ cdef inline bint _maybe_marker(dict d):
     cdef Py_ssize_t n = len(d), i = 0
     cdef PyObject* key
     cdef PyObject* val
-    if n == 0 or n > 4:
+    if n == 0 or n > C_MAX_MARKER_KEYS:
         return False
     PyDict_Next(d, &i, &key, &val)
     return _at_text(key)

@@ -19,6 +19,13 @@ from ._known import global_name, is_ref, raw_bytes, tuple_items
 # decoders make them (_decode_common.Obj), the rules below read them.
 REDUCE, NEWOBJ = 0, 1
 
+
+def newobj_ex_callable() -> dict:
+    """The callable of NEWOBJ_EX's call, a new marker each time: ``copyreg.__newobj_ex__``, which
+    ``copyreg`` defines as ``cls.__new__(cls, *args, **kwargs)``."""
+    return {"@cls": ["copyreg", "__newobj_ex__"]}
+
+
 def _plain_text(s: Any) -> bool:
     """Text that goes into a marker verbatim must need no PostgreSQL escaping."""
     return type(s) is str and s.isascii() and "\x00" not in s

@@ -20,8 +20,8 @@ from typing import Any, List, Optional, Tuple
 
 from . import _decode_known
 from ._common import CodecError, b64encode, bytes_argument
-from ._decode_known import NEWOBJ, REDUCE
-from ._known import btree_kind, marker_kind
+from ._decode_known import NEWOBJ, newobj_ex_callable, REDUCE
+from ._known import MAX_MARKER_KEYS, btree_kind, marker_kind
 from ._decode_common import (
     DEEP_CONTAINERS, F_ESCAPED_KEY, F_EXP_FLOAT, F_FLOAT, F_NUL, F_SHALLOW, F_SURROGATE,
     SHALLOW_CONTAINERS, Obj, Unrepresentable, check_class_names_at_offset_0, expansion_budget, expansion_error,
@@ -88,11 +88,11 @@ def _may_be_callable(ctx: _Context, value: Any) -> bool:
     return _obj_of(ctx, value) is not None
 
 
-def _new_obj(ctx: _Context, kind: int, callable_: Any, args: Any, kwargs: Any = None) -> dict:
+def _new_obj(ctx: _Context, kind: int, callable_: Any, args: Any) -> dict:
     if not _may_be_callable(ctx, callable_):
         ctx.uncallable = True
     value: dict = {}
-    obj = Obj(value, kind, callable_, args, kwargs)
+    obj = Obj(value, kind, callable_, args)
     ctx.objs[id(value)] = obj
     render_obj(obj, ctx.objs)
     return value
@@ -161,7 +161,7 @@ def _set_items(ctx: _Context, target: Any, items: list, pos: int, opname: str) -
             _to_dform(ctx, target, items, i)
             return
         target[k] = items[i + 1]
-    if len(target) <= 4 and marker_kind(target, True) is not None:
+    if len(target) <= MAX_MARKER_KEYS and marker_kind(target, True) is not None:
         _to_dform(ctx, target, [], 0)
 
 
@@ -666,13 +666,15 @@ def _call(kind: int) -> Any:
 
 
 def _newobj_ex(ctx: _Context, data: bytes, pos: int) -> int:
+    """NEWOBJ_EX: ``cls.__new__(cls, *args, **kwargs)``, the call ``copyreg.__newobj_ex__(cls, args, kwargs)``
+    that protocol 3 writes for it, as the Rust codec 1.7.0 reads it (docs/format.md, "Markers")."""
     ctx.containers += 1
     stack = _need(ctx, 3, pos)
     kwargs = stack.pop()
     args = stack.pop()
-    if type(kwargs) is dict and not kwargs:
-        kwargs = None  # NEWOBJ_EX without keywords is NEWOBJ
-    stack[-1] = _new_obj(ctx, NEWOBJ, stack[-1], args, kwargs)
+    if not _may_be_callable(ctx, stack[-1]):
+        ctx.uncallable = True
+    stack[-1] = _new_obj(ctx, REDUCE, newobj_ex_callable(), {"@t": [stack[-1], args, kwargs]})
     return pos
 
 

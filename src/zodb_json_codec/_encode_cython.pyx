@@ -31,7 +31,10 @@ from ._primitives cimport (zjc_ascii_chars, zjc_b64_decode, zjc_b64_size, zjc_co
 from . import _encode_known
 from ._common import C_WALK_DEPTH, CodecError, b64decode, decimal_to_int
 from . import _encode_python
-from ._encode_python import public_functions, record_from_json, record_parts, reduce_parts, str_too_long
+from ._encode_python import (
+    check_generic_ref, instance_parts, public_functions, record_from_json, record_parts, reduce_parts, str_too_long,
+)
+from ._known import MAX_MARKER_KEYS
 
 cdef extern from "Python.h":
     bint PyUnicode_IS_ASCII(object o)
@@ -558,6 +561,9 @@ cdef enum:
     K_INSTANCE              # {"@cls": ..., "@s": ...}
 
 
+cdef Py_ssize_t C_MAX_MARKER_KEYS = MAX_MARKER_KEYS
+
+
 cdef inline uint64_t _bit(int key) noexcept:
     return (<uint64_t>1) << key
 
@@ -657,7 +663,7 @@ cdef void _init_one_key_markers():
         (KEY_T, W_LIST), (KEY_REF, W_ANY), (KEY_B, W_STR), (KEY_DT, W_STR), (KEY_DEC, W_STR), (KEY_FSET, W_LIST),
         (KEY_SET, W_LIST), (KEY_DATE, W_STR), (KEY_TD, W_LIST), (KEY_UUID, W_STR), (KEY_TIME, W_STR),
         (KEY_BI, W_STR), (KEY_D, W_LIST), (KEY_PKL, W_STR), (KEY_CLS, W_CLS), (KEY_REDUCE, W_DICT),
-        (KEY_NEWOBJ, W_DICT), (KEY_INST, W_DICT), (KEY_NS, W_STR), (KEY_SU, W_STR), (KEY_F, W_STR),
+        (KEY_NEWOBJ, W_DICT), (KEY_INST, W_ANY), (KEY_NS, W_STR), (KEY_SU, W_STR), (KEY_F, W_STR),
         (KEY_KV, W_BTREE_LIST), (KEY_KS, W_BTREE_LIST),
     ):
         _ONE_WANT[key] = want
@@ -719,7 +725,7 @@ cdef int _marker_kind(dict d, bint btree, PyObject** first) noexcept:
     cdef PyObject* v = NULL
     cdef uint64_t keys = 0
     cdef int key
-    if n == 0 or n > 4:
+    if n == 0 or n > C_MAX_MARKER_KEYS:
         return K_NONE
     if n == 1:
         zjc_dict_next(d, &pos, &k, &v)
@@ -732,7 +738,10 @@ cdef int _marker_kind(dict d, bint btree, PyObject** first) noexcept:
         if key < 0:
             return K_NONE  # no key set holds it
         keys |= _bit(key)
-    if keys & ~(_bit(KEY_ITEMS) | _bit(KEY_APPENDS)) == _bit(KEY_CLS) | _bit(KEY_S):
+    # An instance: "@cls" and "@s" with any of "@newobj", "@items", "@appends"; without "@s" but with one of
+    # them, an instance _instance refuses (_known._instance_shapes).
+    if (keys & ~(_bit(KEY_ITEMS) | _bit(KEY_APPENDS) | _bit(KEY_NEWOBJ) | _bit(KEY_S)) == _bit(KEY_CLS)
+            and keys != _bit(KEY_CLS)):
         return K_INSTANCE if _is_cls_value(d["@cls"]) else K_NONE
     if keys == _bit(KEY_DT) | _bit(KEY_TZ):
         return KEY_DT if isinstance(d["@dt"], str) and isinstance(d["@tz"], dict) else K_NONE
@@ -1002,6 +1011,8 @@ cdef int _ref(Writer* w, object v, Py_ssize_t depth) except -1:
         _global_dotted(w, dotted)
         _op2(w, TUPLE2, BINPERSID)
     else:
+        if w.expand_refs and type(v) is list:
+            check_generic_ref(v)
         _value(w, v, depth + 1)
         _op(w, BINPERSID)
     return 0
@@ -1009,22 +1020,26 @@ cdef int _ref(Writer* w, object v, Py_ssize_t depth) except -1:
 
 cdef int _instance(Writer* w, dict d, Py_ssize_t depth) except -1:
     cdef int bt
+    cdef bint newobj = True
     cls = <list>d["@cls"]
     module = cls[0]
     name = cls[1]
-    state = d["@s"]
+    state = d.get("@s")
     args = None
-    if (type(state) is dict and PyDict_GET_SIZE(state) == 2 and "@args" in <dict>state
-            and "@state" in <dict>state):
-        args = (<dict>state)["@args"]
-        state = (<dict>state)["@state"]
+    if (PyDict_GET_SIZE(d) != 2 or "@s" not in d
+            or (type(state) is dict and PyDict_GET_SIZE(state) == 2 and "@args" in <dict>state
+                and "@state" in <dict>state)):
+        state, args, kwargs, newobj = instance_parts(d)  # checks the keys and the flag
+        if kwargs is not None:
+            return _python_twin()  # the Rust codec's NEWOBJ_EX before 1.7.0 (no report set has it)
     _global(w, module, name)
     if args is None:
         _op(w, EMPTY_TUPLE)
     else:
         _value(w, args, depth + 1)
     # Python 2 pickles build these by REDUCE; the Rust codec wrote them as instances.
-    _op(w, REDUCE if <str>name == "_reconstructor" and (<str>module == "copy_reg" or <str>module == "copyreg")
+    _op(w, REDUCE if not newobj or (<str>name == "_reconstructor"
+                                     and (<str>module == "copy_reg" or <str>module == "copyreg"))
         else NEWOBJ)
     if PyDict_GET_SIZE(d) > 2:  # else neither "@appends" nor "@items"
         _contents(w, d.get("@appends"), d.get("@items"), depth)
@@ -1065,12 +1080,15 @@ cdef int _pairs(Writer* w, object pairs, Py_ssize_t depth, str what) except -1:
 
 cdef int _reduce(Writer* w, dict d, Py_ssize_t depth) except -1:
     inner, newobj, args, kwargs = reduce_parts(d)
-    _value(w, inner["callable"], depth + 1)
-    _value(w, args, depth + 1)
-    if kwargs is not None:
+    if kwargs is not None:  # copyreg.__newobj_ex__(cls, args, kwargs): NEWOBJ_EX as protocol 3 writes it
+        _raw(w, b"ccopyreg\n__newobj_ex__\n", 23)
+        _value(w, inner["callable"], depth + 1)
+        _value(w, args, depth + 1)
         _value(w, kwargs, depth + 1)
-        _op(w, NEWOBJ_EX)
+        _op2(w, TUPLE3, REDUCE)
     else:
+        _value(w, inner["callable"], depth + 1)
+        _value(w, args, depth + 1)
         _op(w, NEWOBJ if newobj else REDUCE)
     _contents(w, inner.get("appends"), inner.get("items"), depth)
     if "state" in inner:

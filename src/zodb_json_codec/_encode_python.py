@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator, List, Optional
 
 from . import _encode_known, _known
 from ._common import MAX_DEPTH, CodecError, b64decode, decimal_to_int, float_from_marker
-from ._known import btree_kind, marker_kind, unescape_key
+from ._known import MAX_MARKER_KEYS, btree_kind, marker_kind, unescape_key
 from ._jsonread import read_json, read_json_argument
 
 _PROTO3 = b"\x80\x03"
@@ -26,7 +26,7 @@ _pack_d = struct.Struct(">d").pack
 
 _EMPTY_TUPLE, _TUPLE1, _TUPLE2, _TUPLE3 = b")", b"\x85", b"\x86", b"\x87"
 _MARK, _TUPLE, _APPENDS, _SETITEMS = b"(", b"t", b"e", b"u"
-_REDUCE, _NEWOBJ, _NEWOBJ_EX, _BUILD, _BINPERSID = b"R", b"\x81", b"\x92", b"b", b"Q"
+_REDUCE, _NEWOBJ, _BUILD, _BINPERSID = b"R", b"\x81", b"b", b"Q"
 _SMALL_INTS = [b"K" + bytes((i,)) for i in range(256)]
 
 # Python 2 pickles build these by REDUCE; the Rust codec wrote them as instances.
@@ -58,8 +58,8 @@ def _depth_error() -> CodecError:
 # Cold rules, called by both twins: argument checks and the rare markers' text
 # ---------------------------------------------------------------------------
 
-_REDUCE_KEYS = ("callable", "args", "state", "items", "appends")
-_NEWOBJ_KEYS = ("callable", "args", "kwargs", "state", "items", "appends")
+_REDUCE_KEYS = ("callable", "args", "items", "appends", "newobj", "state")
+_NEWOBJ_KEYS = ("callable", "args", "kwargs", "state", "items", "appends")  # this codec's before 1.7.0's form
 
 
 def check_arg(value: Any, what: str, want: type) -> None:
@@ -86,8 +86,26 @@ def record_parts(obj: Any) -> tuple:
     return module, name, obj.get("@s")
 
 
+def _flag(value: Any, what: str) -> bool:
+    if type(value) is not bool:
+        raise CodecError(f"invalid pickle data: {what} must be true or false, not {type(value).__name__}")
+    return value
+
+
+def _keyword_call(args: Any) -> Optional[tuple]:
+    """(args, kwargs) of the Rust codec's NEWOBJ_EX arguments before 1.7.0, ``{"@args": ..., "@kwargs": ...}``."""
+    if type(args) is dict and len(args) == 2 and "@args" in args and "@kwargs" in args:
+        return args["@args"], args["@kwargs"]
+    return None
+
+
 def reduce_parts(d: dict) -> tuple:
-    """(inner, newobj, args, kwargs) of a ``@reduce`` or ``@newobj`` marker, its keys checked."""
+    """(inner, newobj, args, kwargs) of a ``@reduce`` or ``@newobj`` marker, its keys checked.
+
+    ``kwargs`` is not None for ``cls.__new__(cls, *args, **kwargs)`` (NEWOBJ_EX) in the forms written before
+    the Rust codec 1.7.0, which are read back as its ``copyreg.__newobj_ex__`` call (docs/format.md,
+    "Markers").
+    """
     inner = d["@reduce"] if "@reduce" in d else d["@newobj"]
     newobj = "@newobj" in d
     allowed = _NEWOBJ_KEYS if newobj else _REDUCE_KEYS
@@ -96,11 +114,43 @@ def reduce_parts(d: dict) -> tuple:
             raise CodecError(f"invalid pickle data: unexpected key {key!r} in {'@newobj' if newobj else '@reduce'}")
     if "callable" not in inner or "args" not in inner:
         raise CodecError("invalid pickle data: @reduce needs callable and args")
+    if "newobj" in inner:
+        newobj = _flag(inner["newobj"], "newobj in @reduce")
     args = inner["args"]
     kwargs = inner.get("kwargs")
-    if not newobj and type(args) is dict and len(args) == 2 and "@args" in args and "@kwargs" in args:
-        newobj, args, kwargs = True, args["@args"], args["@kwargs"]  # the Rust codec's NEWOBJ_EX
+    keyword_call = _keyword_call(args) if kwargs is None else None
+    if keyword_call is not None:
+        args, kwargs = keyword_call
     return inner, newobj, args, kwargs
+
+
+def instance_parts(d: dict) -> tuple:
+    """(state, args, kwargs, newobj) of an instance ``{"@cls": ..., "@s": ...}``, its keys checked.
+
+    ``args`` (None: no arguments) and ``kwargs`` come from the ``@args``/``@state`` wrapper of the state,
+    ``kwargs`` from the Rust codec's NEWOBJ_EX form before 1.7.0 (``@args`` holding ``@args`` and
+    ``@kwargs``); ``newobj`` is False for ``"@newobj": false`` (REDUCE of the class without arguments).
+    """
+    if "@s" not in d:
+        raise CodecError("invalid pickle data: @items/@appends/@newobj require an instance state (@s)")
+    state = d["@s"]
+    newobj = _flag(d["@newobj"], "@newobj") if "@newobj" in d else True
+    args = kwargs = None
+    if type(state) is dict and len(state) == 2 and "@args" in state and "@state" in state:
+        args, state = state["@args"], state["@state"]
+        keyword_call = _keyword_call(args)
+        if keyword_call is not None:
+            args, kwargs = keyword_call
+    if kwargs is not None and not newobj:
+        raise CodecError("invalid pickle data: @newobj false with keyword arguments")
+    return state, args, kwargs, newobj
+
+
+def check_generic_ref(pid: Any) -> None:
+    """A reference id the compact forms do not take: an oid and something else than a class path is a
+    malformed ``[oid, class]``, as the Rust codec 1.7.0 refuses it (the decoder writes no such id)."""
+    if type(pid) is list and len(pid) == 2 and type(pid[0]) is str and _known.is_oid_hex(pid[0]):
+        raise CodecError("invalid pickle data: malformed compact @ref: [oid, class] needs a class path string")
 
 
 def ns_text(value: str) -> str:
@@ -250,7 +300,7 @@ class _Writer:
                 elif t is dict:
                     if depth > MAX_DEPTH and not _is_scalar_marker(v):
                         raise _depth_error()
-                    kind = marker_kind(v) if len(v) <= 4 else None
+                    kind = marker_kind(v) if len(v) <= MAX_MARKER_KEYS else None
                     if kind is None or kind == "wrapper":
                         ap(b"}")
                         if v:
@@ -368,6 +418,7 @@ class _Writer:
                 self.write_global(module, name)
                 self.parts.append(_TUPLE2 + _BINPERSID)
                 return None
+            check_generic_ref(v)
         return iter((v,)), _VALUES, depth + 1, _BINPERSID  # the id is one level below the @ref marker
 
     def instance(self, d: dict, depth: int) -> tuple:
@@ -375,17 +426,17 @@ class _Writer:
 
     def instance_steps(self, d: dict, depth: int) -> Iterator:
         module, name = d["@cls"]
-        state = d["@s"]
-        args = None
-        if type(state) is dict and len(state) == 2 and "@args" in state and "@state" in state:
-            args, state = state["@args"], state["@state"]
-        self.write_global(module, name)
+        state, args, kwargs, newobj = instance_parts(d)
         ap = self.parts.append
-        if args is None:
-            ap(_EMPTY_TUPLE)
+        if kwargs is not None:
+            yield from self.newobj_ex_steps({"@cls": [module, name]}, args, kwargs, depth)
         else:
-            yield args, depth + 1
-        ap(_REDUCE if (module, name) in _FUNCTIONS_NOT_CLASSES else _NEWOBJ)
+            self.write_global(module, name)
+            if args is None:
+                ap(_EMPTY_TUPLE)
+            else:
+                yield args, depth + 1
+            ap(_NEWOBJ if newobj and (module, name) not in _FUNCTIONS_NOT_CLASSES else _REDUCE)
         yield from self.contents_steps(d.get("@appends"), d.get("@items"), depth)
         kind = btree_kind(module, name)
         if kind is not None:
@@ -393,6 +444,14 @@ class _Writer:
         else:
             yield state, depth + 1
         ap(_BUILD)
+
+    def newobj_ex_steps(self, cls: Any, args: Any, kwargs: Any, depth: int) -> Iterator:
+        """``copyreg.__newobj_ex__(cls, args, kwargs)``: NEWOBJ_EX as protocol 3 writes it."""
+        self.write_global("copyreg", "__newobj_ex__")
+        yield cls, depth + 1
+        yield args, depth + 1
+        yield kwargs, depth + 1
+        self.parts.append(_TUPLE3 + _REDUCE)
 
     def contents_steps(self, appends: Any, items: Any, depth: int) -> Iterator:
         """List and dict subclass contents, written before the state as CPython does."""
@@ -423,25 +482,23 @@ class _Writer:
 
     def reduce_steps(self, d: dict, depth: int) -> Iterator:
         inner, newobj, args, kwargs = reduce_parts(d)
-        ap = self.parts.append
-        yield inner["callable"], depth + 1
-        yield args, depth + 1
         if kwargs is not None:
-            yield kwargs, depth + 1
-            ap(_NEWOBJ_EX)
+            yield from self.newobj_ex_steps(inner["callable"], args, kwargs, depth)
         else:
-            ap(_NEWOBJ if newobj else _REDUCE)
+            yield inner["callable"], depth + 1
+            yield args, depth + 1
+            self.parts.append(_NEWOBJ if newobj else _REDUCE)
         yield from self.contents_steps(inner.get("appends"), inner.get("items"), depth)
         if "state" in inner:
             yield inner["state"], depth + 1
-            ap(_BUILD)
+            self.parts.append(_BUILD)
 
     def inst(self, d: dict, depth: int) -> tuple:
         return self.inst_steps(d, depth), _STEPS, depth, _NO_OPS
 
     def inst_steps(self, d: dict, depth: int) -> Iterator:
         inner = d["@inst"]
-        keys = set(inner)
+        keys = set(inner) if type(inner) is dict else None
         if keys == {"@obj", "@state"}:
             yield inner["@obj"], depth + 1
         elif keys == {"@callable", "@args", "@state"}:

@@ -25,7 +25,7 @@ from ._common import (
 )
 from ._decode_common import F_EXP_FLOAT, F_FLOAT, F_NUL, F_SURROGATE  # noqa: F401 (F_EXP_FLOAT: for _jsontext_cython)
 from ._decode_known import check_class_names
-from ._known import marker_kind
+from ._known import MAX_MARKER_KEYS, marker_kind
 
 _dumps_compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False,
                                   check_circular=False).encode
@@ -95,7 +95,7 @@ def _sanitized_dict(original: dict, out: dict) -> dict:
         check_class_names(original["@cls"])
     if len(original) == 1 and "@ref" in original and type(original["@ref"]) is list:
         check_class_names(original["@ref"])
-    if len(out) <= 4 and marker_kind(out, True) is not None and marker_kind(original, True) is None:
+    if len(out) <= MAX_MARKER_KEYS and marker_kind(out, True) is not None and marker_kind(original, True) is None:
         return {"@d": [[k, x] for k, x in out.items()]}
     return out
 

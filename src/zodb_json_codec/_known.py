@@ -14,7 +14,7 @@ import binascii
 import re
 from typing import Any, Optional
 
-from ._common import CodecError, b64decode, has_surrogate
+from ._common import CodecError, b64decode, b64encode, has_surrogate
 
 # ---------------------------------------------------------------------------
 # Markers: one function decides what is a marker, for decoder and encoder.
@@ -27,15 +27,30 @@ _ONE_KEY: dict = {
     "@t": list, "@b": str, "@bi": str, "@d": list, "@set": list, "@fset": list,
     "@ref": _ANY, "@pkl": str, "@dt": str, "@date": str, "@time": str, "@td": list,
     "@dec": str, "@uuid": str, "@cls": list, "@reduce": dict, "@newobj": dict,
-    "@inst": dict, "@ns": str, "@su": str, "@f": str,
+    "@inst": _ANY, "@ns": str, "@su": str, "@f": str,
 }
+
+# The keys an instance may have beside "@cls" (docs/format.md, "Markers"): "@s" its state, "@newobj": false
+# for one made by calling the class (REDUCE), the contents of dict and list subclasses.
+_INSTANCE_EXTRAS = ("@newobj", "@items", "@appends")
+
+
+def _instance_shapes() -> dict:
+    """Every key set of an instance: "@cls" and "@s" with any of _INSTANCE_EXTRAS, and "@cls" with some of
+    them but no "@s", which the encoders refuse as the Rust codec does (so the decoder escapes user dicts
+    of that shape too)."""
+    shapes = {}
+    for mask in range(1 << len(_INSTANCE_EXTRAS)):
+        extras = {key for bit, key in enumerate(_INSTANCE_EXTRAS) if mask >> bit & 1}
+        shapes[frozenset({"@cls", "@s"} | extras)] = "instance"
+        if extras:
+            shapes[frozenset({"@cls"} | extras)] = "instance"
+    return shapes
+
 
 # Multi-key shapes (as frozensets of keys) -> a name for the encoder.
 _MULTI_KEY = {
-    frozenset(("@cls", "@s")): "instance",
-    frozenset(("@cls", "@s", "@items")): "instance",
-    frozenset(("@cls", "@s", "@appends")): "instance",
-    frozenset(("@cls", "@s", "@items", "@appends")): "instance",
+    **_instance_shapes(),
     frozenset(("@dt", "@tz")): "@dt",
     frozenset(("@time", "@tz")): "@time",
     # Wrappers the reference writes inside states and reduce arguments; user
@@ -45,6 +60,9 @@ _MULTI_KEY = {
     frozenset(("@callable", "@args", "@state")): "wrapper",
     frozenset(("@args", "@kwargs")): "wrapper",
 }
+
+#: The most keys a marker has (an instance with all of _INSTANCE_EXTRAS).
+MAX_MARKER_KEYS = 5
 
 # BTree state shapes, markers only as the state of a BTree-family object.
 _BTREE_KEYS = {
@@ -69,7 +87,7 @@ def marker_kind(d: dict, btree: bool = False) -> Optional[str]:
     which dispatches on it, reads every decoded dict back as what it was.
     """
     n = len(d)
-    if n == 0 or n > 4:
+    if n == 0 or n > MAX_MARKER_KEYS:
         return None
     if n == 1:
         for key in d:
@@ -104,8 +122,10 @@ def marker_kind(d: dict, btree: bool = False) -> Optional[str]:
 def unescape_key(key: str) -> Optional[str]:
     """The key text an ``@ns:``/``@su:`` key stands for, or None if it is a plain key.
 
-    Only a key the decoder could have written counts: valid base64 of a text
-    that PostgreSQL could not store (one with U+0000, or a lone surrogate).
+    Only a key a decoder could have written counts (docs/format.md, "Escaped
+    keys"): ``@ns:`` and base64 of strict UTF-8 holding U+0000 or starting
+    with an escape prefix itself (the Rust codec 1.7.0 writes both),
+    ``@su:`` and base64 of UTF-8 holding a lone surrogate.
     """
     prefix = key[:4]
     if prefix not in ESCAPED_KEY_PREFIXES:
@@ -114,11 +134,25 @@ def unescape_key(key: str) -> Optional[str]:
         raw = b64decode(key[4:], "key")
         if prefix == "@ns:":
             text = raw.decode("utf-8")
-            return text if "\x00" in text else None
+            return text if "\x00" in text or text[:4] in ESCAPED_KEY_PREFIXES else None
         text = raw.decode("utf-8", "surrogatepass")
         return text if has_surrogate(text) else None
     except (CodecError, UnicodeDecodeError):
         return None
+
+
+def escaped_key(key: str, pg: bool) -> str:
+    """The key as the decoders write it (docs/format.md, "Escaped keys"): a key that would read back as an
+    escape, and in the PostgreSQL variants one with U+0000 or a lone surrogate, as ``@ns:``/``@su:`` and
+    base64; any other key itself."""
+    if key[:4] in ESCAPED_KEY_PREFIXES:
+        if key[:4] == "@su:" and unescape_key(key) is None:
+            return key  # reads back as itself (the Rust codec 1.7.0 writes it plain too)
+    elif not (pg and ("\x00" in key or has_surrogate(key))):
+        return key
+    if has_surrogate(key):
+        return "@su:" + b64encode(key.encode("utf-8", "surrogatepass"))
+    return "@ns:" + b64encode(key.encode("utf-8"))
 
 
 # ---------------------------------------------------------------------------
@@ -178,6 +212,11 @@ _HEX = re.compile(r"(?:[0-9a-fA-F]{2})*\Z")
 def is_hex(text: str) -> bool:
     """Would this text read back as a hex oid?"""
     return _HEX.match(text) is not None
+
+
+def is_oid_hex(text: str) -> bool:
+    """Is this text the 16 hex digits of an 8-byte oid (the first item of a compact ``@ref``)?"""
+    return len(text) == 16 and _HEX.match(text) is not None
 
 
 def is_object_record_state(state: Any) -> bool:
