@@ -350,6 +350,8 @@ class Builder:
         self.relations = 0
         self.edits = 0
         self.transitions = 0
+        self.events_made = 0
+        self.replacements = 0
 
     # --- helpers -----------------------------------------------------------
 
@@ -677,8 +679,12 @@ class Builder:
     def add_event(self, container):
         import pytz
 
+        # Every time zone and every kind in turn, so that even a small site has
+        # each: 0 and 4 plain, 1 whole-day, 2 recurring, 3 open-ended.
         rng = self.rng
-        tz = pytz.timezone(rng.choice(TIMEZONES))
+        i = self.events_made
+        self.events_made += 1
+        tz = pytz.timezone(TIMEZONES[i % len(TIMEZONES)])
         start = datetime(2024, 1, 1, rng.choice((8, 9, 10, 14, 18)), rng.choice((0, 30))) + timedelta(days=rng.randint(0, 900))
         end = start + timedelta(hours=rng.choice((1, 2, 3, 8, 30, 52)))
         fields = dict(title=self.text.title(), description=self.text.sentence(),
@@ -689,14 +695,14 @@ class Builder:
                       event_url=f"https://example.org/events/{rng.randrange(10**5)}",
                       attendees=tuple(self.pick(list(self.users.values()), rng.randint(0, 4))),
                       text=self.richtext(self.text.html(size=rng.uniform(0.3, 1.5))))
-        r = rng.random()
-        if r < 0.2:
+        kind = i % 5
+        if kind == 1 or (kind == 2 and rng.random() < 0.3):
             fields["whole_day"] = True
-        elif r < 0.3:
+        elif kind == 3:
             fields["open_end"] = True
-        if rng.random() < 0.2:
+        if kind == 2:
             exdate = (start + timedelta(days=7)).strftime("%Y%m%dT%H%M%S")
-            fields["recurrence"] = rng.choice(RECURRENCES).format(exdate=exdate)
+            fields["recurrence"] = RECURRENCES[(i // 5) % len(RECURRENCES)].format(exdate=exdate)
         self.items.append(self.create(container, "Event", **fields))
 
     def add_image(self, container):
@@ -807,26 +813,39 @@ class Builder:
         self.edits += 1
 
     def replace_blob(self, obj):
-        """A new upload over an Image or File: a new revision of its blob."""
+        """A new upload over an Image or File.
+
+        Every other one as the edit form does it, a new NamedBlob* with a new
+        Blob; the others write the new bytes into the existing one (as
+        scripts and add-ons do), so that one blob gets several revisions.
+        """
         from plone.namedfile.file import NamedBlobFile, NamedBlobImage
         from zope.event import notify
         from zope.lifecycleevent import ObjectModifiedEvent
 
         rng = self.rng
         user = rng.choice(self.editors)
+        in_place = self.replacements % 2 == 0
+        self.replacements += 1
         with self.as_user(user):
             if obj.portal_type == "Image":
                 old = obj.image
                 fmt = "JPEG" if old.contentType == "image/jpeg" else "PNG"
                 w, h = old.getImageSize()
-                obj.image = NamedBlobImage(data=make_image(rng, fmt, max(50, w + rng.randint(-100, 100)),
-                                                           max(50, h + rng.randint(-100, 100))),
-                                           filename=old.filename)
+                data = make_image(rng, fmt, max(50, w + rng.randint(-100, 100)), max(50, h + rng.randint(-100, 100)))
+                if in_place:
+                    old.data = data
+                else:
+                    obj.image = NamedBlobImage(data=data, filename=old.filename)
             else:
                 old = obj.file
                 kind = {"application/pdf": "pdf", "application/zip": "zip", "text/csv": "csv"}.get(old.contentType, "bin")
                 _, ctype, data = make_file(rng, kind, self.text)
-                obj.file = NamedBlobFile(data=data, filename=old.filename, contentType=ctype)
+                if in_place:
+                    old.data = data
+                    old.contentType = ctype
+                else:
+                    obj.file = NamedBlobFile(data=data, filename=old.filename, contentType=ctype)
             notify(ObjectModifiedEvent(obj))
         self.commit(self.path(obj, "/@@edit"), user)
 
@@ -1089,12 +1108,12 @@ def storage_figures(path, blob_dir):
                     creations_undone += 1
     finally:
         fs.close()
-    blobs = size = 0
+    blobs = size = revised = 0
     for root, _dirs, files in os.walk(blob_dir):
-        for name in files:
-            if name.endswith(".blob"):
-                blobs += 1
-                size += os.path.getsize(os.path.join(root, name))
+        revisions = [name for name in files if name.endswith(".blob")]
+        blobs += len(revisions)
+        revised += len(revisions) > 1
+        size += sum(os.path.getsize(os.path.join(root, name)) for name in revisions)
     return {
         "transactions": txns,
         "records": records,
@@ -1104,6 +1123,7 @@ def storage_figures(path, blob_dir):
         "Data.fs bytes": os.path.getsize(path),
         "blob files": blobs,
         "blob bytes": size,
+        "blobs with several revisions": revised,
     }
 
 
@@ -1117,7 +1137,7 @@ def pack_copy(work):
     os.makedirs(packed)
     shutil.copyfile(os.path.join(work, "Data.fs"), os.path.join(packed, "Data.fs"))
     shutil.copytree(os.path.join(work, "blobs"), os.path.join(packed, "blobs"))
-    fs = FileStorage(os.path.join(packed, "Data.fs"), blob_dir=os.path.join(packed, "blobs"))
+    fs = FileStorage(os.path.join(packed, "Data.fs"), blob_dir=os.path.join(packed, "blobs"), pack_keep_old=False)
     try:
         fs.pack(time.time(), referencesf)
     finally:
@@ -1191,7 +1211,8 @@ def report(f, args, built, total):
     print(f"Plone site (seed {args.seed}, scale {args.scale}): built in {built:.0f} s, {total:.0f} s in all")
     print(f"  Data.fs: {f['Data.fs bytes']:,} bytes, {f['records']:,} record revisions in "
           f"{f['transactions']:,} transactions, {f['oids']:,} distinct oids")
-    print(f"  blobs: {f['blob files']:,} files, {f['blob bytes']:,} bytes")
+    print(f"  blobs: {f['blob files']:,} files, {f['blob bytes']:,} bytes; "
+          f"{f['blobs with several revisions']} blobs have more than one revision")
     print(f"  undo: {f['undo transactions']} undo transactions ({'; '.join(f['undone'])}), "
           f"{f['records whose creation was undone']} records whose creation was undone")
     print(f"  users: {f['users']}, groups: {f['groups']}")
