@@ -33,10 +33,26 @@ description (the published path) that Zope records.  What a real site has:
   and a creation undone.
 
 Random choices come from --seed (content UIDs too: uuid.uuid4 is seeded), so
-a rebuild with the same seed and scale gives the same content and history;
-only times (transaction ids, dates) differ.  --scale multiplies the amount of
-content and activity: 1.0 (the default) gives about 70,000 record revisions;
-0.1 a small site for quick use.  At the end it prints the site's figures.
+a rebuild with the same seed and scale gives the same content, UIDs and
+history; only times differ (transaction ids, dates, and with them a few
+catalog records).  --scale multiplies the amount of content and activity.
+At the end it prints the site's figures.
+
+One build (seed 1, scale 1.0, Plone 6.2.2 on CPython 3.12, 2 cores): 85 s;
+Data.fs 82,042,400 bytes, 93,705 record revisions in 622 transactions,
+19,280 distinct oids; 94 blob files, 29,368,752 bytes, 6 blobs with more
+than one revision; 3 undo transactions, 38 records whose creation was undone
+(no data, only the undo's back pointer); 12 users, 8 groups (4 of its own
+and Plone's Administrators, Site Administrators, Reviewers,
+AuthenticatedUsers); 183 CMFEditions versions of 103 items; relations:
+isReferencing 51, relatedItems 39; in the catalog: Collection 5, Discussion
+Item 68, Document 65, Event 16, File 10, Folder 24, Image 24, Link 5, News
+Item 23, Plone Site 1.  Packed: 7,990,968 bytes, 17,857 records in 523
+transactions, 78 blob files (21,635,361 bytes).  Scale 0.1: about 19,000
+record revisions in 155 transactions, 25 s; scale 4: 360,392 in 2,325
+transactions (351 MB, 108 MB of blobs), 5 minutes.  ``zodb-json-codec
+verify`` on it: every record with data the same through the dict and the
+JSON text, on both twins.
 """
 
 import argparse
