@@ -1,4 +1,4 @@
-"""The record sets copied into tests/data: the Rust codec's vectors and the FileStorages.
+"""The record sets copied into tests/data: the FileStorages and the Rust codec's vectors.
 
 ``vectors(name, version)`` gives what a release of the Rust codec made of
 every record of a set, in storage order (scripts/rust_vectors.py wrote
@@ -6,11 +6,14 @@ them): dicts with oid, tid, record (base64), dict (json.dumps of its
 decode_zodb_record, or None), pg_json ([module, name, state_json, refs]
 of its decode_zodb_record_for_pg_json, or None) and the labels lossless /
 pg_lossless (did its own encoder give the record's objects back, directly
-and through a PostgreSQL jsonb column).  ``NAMES`` are the sets that are
-FileStorages (``storage_path``); ``SETS`` adds ``shapes``, a record of
-each shape the Rust codec's releases changed (tests/rustshapes.py).  ``row_record(row)`` gives a
-row's record bytes, ``records(name)`` (oid hex, record bytes) of every
-row.
+and through a PostgreSQL jsonb column).  ``NAMES`` are the FileStorages
+the suite reads whole everywhere (``storage_path``); ``SETS`` adds
+``plone``, a packed Plone 6 site (scripts/make-plone-site: 17,857
+records, read by the modules about the Rust codec and the corpora), and
+``shapes``, a record of each shape the Rust codec's releases changed
+(tests/rustshapes.py; its records are in its vector files).
+``row_record(row)`` gives a row's record bytes, ``records(name)`` (oid hex,
+record bytes) of every row.
 """
 
 from __future__ import annotations
@@ -20,27 +23,42 @@ import functools
 import gzip
 import json
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Iterator, List, Tuple
 
 DATA = Path(__file__).resolve().parent / "data"
 NAMES = ("public", "wikipedia")
-SETS = NAMES + ("shapes",)
-#: The Rust codec's releases with vectors; the first one's files also hold the records.
+SETS = NAMES + ("plone", "shapes")
+#: The Rust codec's releases with vectors.
 VERSIONS = ("1.6.1", "1.7.0")
 
 
 @functools.lru_cache(maxsize=None)
 def vectors(name: str, version: str = VERSIONS[0]) -> Tuple[dict, ...]:
-    """Every row of a set for a release, in storage order (cached: do not mutate)."""
+    """Every row of a set for a release, in storage order, with its record (cached: do not mutate)."""
     with gzip.open(DATA / f"{name}.vectors-{version}.jsonl.gz", "rt", encoding="utf-8") as f:
         rows = tuple(json.loads(line) for line in f)
-    if version != VERSIONS[0]:
-        with_records = vectors(name)
-        assert [(r["oid"], r["tid"]) for r in rows] == [(r["oid"], r["tid"]) for r in with_records], name
-        for row, other in zip(rows, with_records):
-            row["record"] = other["record"]
+    if name != "shapes":
+        stored = _storage_records(name)
+        assert [(r["oid"], r["tid"]) for r in rows] == [(oid, tid) for oid, tid, _ in stored], name
+        for row, (_, _, data) in zip(rows, stored):
+            row["record"] = base64.b64encode(data).decode("ascii")
     return rows
+
+
+@functools.lru_cache(maxsize=None)
+def _storage_records(name: str) -> Tuple[Tuple[str, str, bytes], ...]:
+    """(oid hex, tid hex, record) of every record with data of a set's FileStorage, in storage order."""
+    from ZODB.FileStorage import FileStorage
+
+    with tempfile.TemporaryDirectory() as tmp:
+        fs = FileStorage(str(storage_path(name, Path(tmp))), read_only=True)
+        try:
+            return tuple((rec.oid.hex(), rec.tid.hex(), rec.data)
+                         for txn in fs.iterator() for rec in txn if rec.data)
+        finally:
+            fs.close()
 
 
 def row_record(row: dict) -> bytes:

@@ -75,6 +75,9 @@ _lost("1.6.1", "shapes", ("pg_json",), REDUCE_AS_NEWOBJ, *[f"{shape}_p{p}" for p
     "ordereddict_subclass_with_dict", "reduce_five_keys")])
 _lost("1.6.1", "shapes", BOTH, NEWOBJ_AS_REDUCE, "newobj_args_no_build_p2", "newobj_args_no_build_p3")
 _lost("1.6.1", "shapes", BOTH, NUL_KEY, "nul_texts_p2", "nul_texts_p3")
+# The catalog's lexicons (their splitters and normalizers) and CMFEditions' modifiers: objects without state.
+_lost("1.6.1", "plone", BOTH, NEWOBJ_AS_REDUCE, "0000000000000e15", "0000000000000e16", "0000000000000e17",
+      *[f"00000000000010{n}" for n in ("c5", "c6", "c7", "c8", "c9", "ca", "cb", "cc", "cd", "d0")])
 
 
 def _rows(version: str, name: str) -> list:
