@@ -80,6 +80,7 @@ cdef extern from "Python.h":
     object PyLong_FromVoidPtr(void* p)
     void PyObject_GC_UnTrack(void* op)
     int PyObject_IS_GC(PyObject* op)
+    int PyObject_GC_IsTracked(object op)
 
 # The decoder flags, as in _decode_common (checked at import below).
 cdef enum:
@@ -1059,17 +1060,39 @@ cdef inline object _fetched(_Context ctx, object v, Py_ssize_t start):
 
 
 cdef object _fetched_any(_Context ctx, object v, Py_ssize_t start):
+    cdef Py_ssize_t weight
     if type(v) is str:
         ctx.fetched += 1 + PyUnicode_GET_LENGTH(v)
     elif type(v) is list or type(v) is dict:
-        _share(ctx, v)
+        weight = _own_class_marker_weight(v)
+        if weight < 0:
+            _share(ctx, v)
         if not ctx.cyclic:  # else it may hold itself: _decode_common.finish weighs the whole value
-            ctx.fetched += _weight(v, ctx.budget - ctx.fetched)
+            ctx.fetched += weight if weight >= 0 else _weight(v, ctx.budget - ctx.fetched)
     else:
         ctx.fetched += 1
     if ctx.fetched > ctx.budget:
         raise expansion_error(ctx.budget, start)
     return v
+
+
+cdef Py_ssize_t _own_class_marker_weight(object v) noexcept:
+    """The weight of a class marker this decoder made (a GLOBAL's: most of what records fetch), -1 for any
+    other value.  Such a marker is never shared: nothing can change it (SETITEM(S) on it is an error, BUILD
+    wraps it, and its list is reachable through it alone), so noting it would note nothing (the Python twin
+    shares it, to the same effect).  Told from a user's dict of the same shape by the collector: the decoder
+    untracks the dict and the list it makes (_untracked), a pickle's own list is always tracked, and a dict
+    holding one is tracked too."""
+    # window: a class marker's names list and its two names (borrowed) | types, tracking and lengths read;
+    #   nothing runs
+    cdef PyObject* names = _only_value(v, "@cls")
+    if (names == NULL or PyObject_GC_IsTracked(<object>v) or type(<object>names) is not list
+            or PyObject_GC_IsTracked(<object>names) or PyList_GET_SIZE(<object>names) != 2
+            or type(<object>PyList_GET_ITEM(<object>names, 0)) is not str
+            or type(<object>PyList_GET_ITEM(<object>names, 1)) is not str):
+        return -1
+    return (9 + PyUnicode_GET_LENGTH(<object>PyList_GET_ITEM(<object>names, 0))
+            + PyUnicode_GET_LENGTH(<object>PyList_GET_ITEM(<object>names, 1)))
 
 
 cdef struct _Part:      # a container being weighed, and where in it the walk is
