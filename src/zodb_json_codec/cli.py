@@ -159,12 +159,21 @@ def build_parser() -> argparse.ArgumentParser:
     _add_scan_options(p, " (with --against)")
 
     p = _command(
-        commands, "stats", _stats, help="records per class, with pickle and JSON sizes",
+        commands, "stats", _stats, help="records per class, with pickle and JSON sizes; or the globals named",
         description="A table of the classes in a FileStorage, most records first: records, pickle bytes "
-        "and bytes of state JSON text, and a total line.",
+        "and bytes of state JSON text, and a total line. With --globals: every global the database names "
+        "(a FileStorage's records, or a jsonb table's rows with --pg), by role, with its records, an example "
+        "oid and what each mode of the globals policy decides (docs/security.md); rows the standard mode "
+        "refuses are listed (in a table the codec wrote, someone edited them). Exits 1 if standard refuses "
+        "any record.",
     )
     _add_path(p)
     _add_scan_options(p, "")
+    p.add_argument("--globals", action="store_true", help="the globals the records name, not the classes' sizes")
+    p.add_argument("--pg", metavar="DSN", help="with --globals: read the rows of a jsonb table of this PostgreSQL")
+    p.add_argument("--table", default="object_state", help="with --pg: the table (default %(default)s)")
+    p.add_argument("--write-allowlist", metavar="FILE",
+                   help="with --globals: write the allowlist lines the strict mode needs to FILE (a new file)")
     return parser
 
 
@@ -210,6 +219,15 @@ def _verify(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
 
 def _stats(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    if args.globals:
+        from ._db.audit import audit_globals
+
+        if args.pg is not None and args.path is not None:
+            raise CommandError("give PATH or --pg, not both")
+        return audit_globals(args.path, out=out, err=err, dsn=args.pg, table=args.table, jobs=args.jobs,
+                             part=args.part, all_revisions=args.all_revisions, write_allowlist=args.write_allowlist)
+    if args.pg is not None or args.write_allowlist is not None:
+        raise CommandError("--pg and --write-allowlist go with --globals")
     from ._db.stats import stats
 
     return stats(args.path, out=out, err=err, jobs=args.jobs, part=args.part, all_revisions=args.all_revisions)
