@@ -13,6 +13,7 @@ run").
 from __future__ import annotations
 
 import ctypes
+import functools
 import gc
 import json
 import os
@@ -27,6 +28,8 @@ from pathlib import Path
 from typing import Any, Callable, List
 
 import pytest
+
+from zodb_json_codec import GlobalsPolicy
 
 from helpers import DECODERS, PICKLE_DECODERS, RECORD_DECODERS, slowdown
 from strictcompare import outcome, outcome_diff
@@ -46,9 +49,9 @@ def is_value_error(result: tuple, words: str = "") -> bool:
     return result[0] == "raised" and issubclass(result[1], ValueError) and words in result[2]
 
 
-def same_outcomes(twins, fn: str, *args: Any) -> tuple:
-    """Both twins' outcome of fn(*args), which must be alike; the Python twin's."""
-    python, cython = (outcome(getattr(twin, fn), *args) for twin in twins)
+def same_outcomes(twins, fn: str, *args: Any, **kwargs: Any) -> tuple:
+    """Both twins' outcome of fn(*args, **kwargs), which must be alike; the Python twin's."""
+    python, cython = (outcome(functools.partial(getattr(twin, fn), **kwargs), *args) for twin in twins)
     difference = outcome_diff(python, cython)
     assert not difference, f"{fn}: the twins differ: {difference}"
     return python
@@ -669,11 +672,18 @@ def test_class_names_with_lone_surrogates_are_refused(twins, module, name):
     """A lone surrogate has no strict UTF-8: written into a GLOBAL line it would make a pickle that no decoder
     (ours, pickle's) reads back. Both twins refuse it; a record's own class (a tuple of strs, not a GLOBAL)
     keeps it like any other str."""
-    for fn, argument in global_routes(module, name):
-        result = same_outcomes(twins, fn, argument)
-        assert is_value_error(result, "not UTF-8 text"), (fn, argument, result)
+    # No such name is an identifier: the globals policy refuses them all (docs/security.md, hard rules) ...
     record = {"@cls": [module, name], "@s": {"a": 1}}
-    data = same_outcomes(twins, "encode_zodb_record", record)[1]
+    for fn, argument in global_routes(module, name) + [("encode_zodb_record", record)]:
+        result = same_outcomes(twins, fn, argument)
+        assert is_value_error(result, "no allowlist lifts this"), (fn, argument, result)
+    # ... and without it, the writers refuse what they cannot write.
+    with pytest.warns(RuntimeWarning):
+        anything = GlobalsPolicy("unrestricted")
+    for fn, argument in global_routes(module, name):
+        result = same_outcomes(twins, fn, argument, policy=anything)
+        assert is_value_error(result, "not UTF-8 text"), (fn, argument, result)
+    data = same_outcomes(twins, "encode_zodb_record", record, policy=anything)[1]
     assert same_outcomes(twins, "decode_zodb_record", data) == ("ok", record)
 
 

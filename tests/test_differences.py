@@ -61,4 +61,13 @@ def test_extension_codes_and_buffers_are_verbatim(impl, extension_code):
     for data in (with_code, buffer):
         state = impl.decode_zodb_record(data)["@s"]
         assert list(state) == ["@pkl"]
-        assert impl.encode_zodb_record(impl.decode_zodb_record(data)) == data
+    assert impl.encode_zodb_record(impl.decode_zodb_record(buffer)) == buffer
+    # An extension code names a global the record does not spell: no globals policy can allow it
+    # (docs/security.md), so only an unrestricted one writes it back.
+    from zodb_json_codec import GlobalRefused, GlobalsPolicy
+
+    with pytest.raises(GlobalRefused, match="extension code"):
+        impl.encode_zodb_record(impl.decode_zodb_record(with_code))
+    with pytest.warns(RuntimeWarning):
+        anything = GlobalsPolicy("unrestricted")
+    assert impl.encode_zodb_record(impl.decode_zodb_record(with_code), policy=anything) == with_code

@@ -233,3 +233,13 @@ def test_pytz_utc_and_timezone_utc_are_the_same_zone_with_or_without_pytz(monkey
     assert type(load_record(a)[1]["t"].tzinfo).__name__ == "_TzStandIn"
     assert same_records(a, b)
     assert not same_records(a, fixed)
+
+
+def test_a_bytearray_of_a_size_from_the_data_is_refused():
+    # verify loads every record with this unpickler: bytearray(n) would allocate what the data says.
+    import pickle
+
+    big = b"\x80\x03cbuiltins\nbytearray\nJ\x00\x00\x00\x40\x85R."  # bytearray(2**30)
+    with pytest.raises(ValueError, match="not the bytes a pickle holds"):
+        load_record(pickle.dumps(("m", "C"), 3) + big)
+    assert load_record(pickle.dumps(("m", "C"), 3) + pickle.dumps(bytearray(b"ok"), 3))[1] == bytearray(b"ok")

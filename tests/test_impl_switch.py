@@ -259,7 +259,8 @@ def test_broken_cython_twin_is_an_error_when_required(env):
 
 def test_public_api():
     assert set(zodb_json_codec.__all__) == {
-        "IMPLEMENTATION", "__version__", *_impl.DECODE_FUNCTIONS, *_impl.ENCODE_FUNCTIONS
+        "IMPLEMENTATION", "__version__", *_impl.DECODE_FUNCTIONS, *_impl.ENCODE_FUNCTIONS,
+        "GlobalRefused", "GlobalsPolicy", "get_globals_policy", "set_globals_policy",
     }
     assert zodb_json_codec.IMPLEMENTATION in ("python", "cython")
     decode, encode = _impl.import_twin(zodb_json_codec.IMPLEMENTATION)

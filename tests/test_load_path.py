@@ -115,6 +115,14 @@ def _inputs(text: str) -> list:
     return [text, data, bytearray(data), memoryview(data)]
 
 
+def unlocated(outcome: tuple) -> tuple:
+    """An outcome, a globals policy refusal's place left out: the one pass alone raises it where it finds the
+    global, and the public function (its normative way) says where that stands in the JSON."""
+    if outcome[0] == "raised" and outcome[1].__name__ == "GlobalRefused":
+        return outcome[:2] + (re.sub(r" at [^:]*:", ":", outcome[2]),) + outcome[3:]
+    return outcome
+
+
 def check_text(twins, text: str, one_pass: bool = False) -> None:
     """Both twins on every class and input type: the same outcome, the definition's where json.loads reads it.
 
@@ -132,7 +140,7 @@ def check_text(twins, text: str, one_pass: bool = False) -> None:
                 assert found == expected, (module, name, arg)
             if one_pass and (module or name) and type(arg) in (str, bytes):
                 alone = observe(cython.encode_module._one_pass_record, module, name, arg)
-                assert alone == expected, (module, name, arg)
+                assert unlocated(alone) == unlocated(expected), (module, name, arg)
     assert observe(cython.json_to_pickle, text) == observe(python.json_to_pickle, text), text
 
 

@@ -80,6 +80,16 @@ _lost("1.6.1", "plone", BOTH, NEWOBJ_AS_REDUCE, "0000000000000e15", "00000000000
       *[f"00000000000010{n}" for n in ("c5", "c6", "c7", "c8", "c9", "ca", "cb", "cc", "cd", "d0")])
 
 
+#: Records whose JSON lost the object and names, in its place, a callable that is no plain name: the globals
+#: policy's hard rule refuses it (docs/security.md), where the encoders wrote a record that loaded wrong.
+REFUSED_BY_POLICY: dict = {}
+for _version in VERSIONS:
+    for _path in BOTH:
+        REFUSED_BY_POLICY[(_version, "shapes", _path)] = {"marker_lookalikes_p2", "marker_lookalikes_p3"}
+for _path in BOTH:
+    REFUSED_BY_POLICY[("1.6.1", "shapes", _path)] |= {"partial_build_p2", "partial_build_p3"}
+
+
 def _rows(version: str, name: str) -> list:
     return [row for row in vectors(name, version) if row["dict"] is not None]
 
@@ -121,7 +131,9 @@ def test_what_each_release_wrote_reads_back(impl, version, name, path, module_pg
             lost[row["oid"]] = "different"
     expected = LOST_IN_JSON.get((version, name, path), {})
     assert sorted(lost) == sorted(expected), {oid: lost.get(oid, "read back") for oid in set(lost) ^ set(expected)}
-    assert not any(v.startswith("refused") for v in lost.values()), lost
+    refused = {oid for oid, v in lost.items() if v.startswith("refused")}
+    assert refused == REFUSED_BY_POLICY.get((version, name, path), set()), lost
+    assert all("a callable must be a plain name" in lost[oid] for oid in refused), lost
 
 
 @pytest.mark.slow

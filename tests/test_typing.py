@@ -38,6 +38,9 @@ GOOD_USE = """
     value: Any = codec.pickle_to_dict(codec.dict_to_pickle({"k": [1, 2.5, None]}))
     pretty: str = codec.pickle_to_json(codec.json_to_pickle('{"a": 1}'))
     implementation: Literal["cython", "python"] = codec.IMPLEMENTATION
+    policy = codec.GlobalsPolicy("strict-calls", allow=["call myapp.Color"])
+    codec.set_globals_policy(policy)
+    record = codec.encode_zodb_record_from_pg_json("m", "C", "{}", policy=codec.get_globals_policy())
     version: str = codec.__version__
     print(codec.__all__)
 """
@@ -50,6 +53,7 @@ MISUSE = [
     "codec.encode_zodb_record([1, 2])",
     "flag: bool = codec.IMPLEMENTATION == 'rust' and codec.no_such_function()",
     "oids: List[str] = codec.decode_zodb_record_for_pg(b'')[3]",
+    "codec.dict_to_pickle({}, policy='strict')",
 ]
 
 
@@ -85,9 +89,10 @@ def test_misuse_is_refused(tmp_path):
 
 
 def stub_signatures() -> Dict[str, List[str]]:
-    """Parameter names of every function in the stubs."""
+    """Parameter names (keyword-only ones too) of every codec function in the stubs."""
     tree = ast.parse(STUB.read_text())
-    return {node.name: [a.arg for a in node.args.args] for node in tree.body if isinstance(node, ast.FunctionDef)}
+    return {node.name: [a.arg for a in node.args.args + node.args.kwonlyargs] for node in tree.body
+            if isinstance(node, ast.FunctionDef) and node.name in _impl.DECODE_FUNCTIONS + _impl.ENCODE_FUNCTIONS}
 
 
 @pytest.mark.parametrize("implementation", ["python", "cython"])

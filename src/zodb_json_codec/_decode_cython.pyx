@@ -55,17 +55,12 @@ class _PythonTwin(Exception):
     """What only the Python twin reads (rare opcodes, far memo indices): the public function hands it the
     whole input (docs/design.md, "Two twins")."""
 
-# Where Python code can run: each function that reads through a borrowed reference, an unchecked
-# index or a raw buffer says in a '# window:' comment what it holds and why that is safe
-# (scripts/windows_table.py checks them and makes docs/design.md's table of them).  Kinds used more than once:
-# window kind pickle_bytes: the pickle's bytes (`p`, read by the opcode handlers) | an exact, immutable `bytes`
-#   the caller holds for the whole call
-# window kind new_text: the characters of a `str` it has just made | nothing else can reach the new str before
-#   it is returned; what is copied in is the pickle's bytes or C memory
-# window kind stack_top: the stack's last slot | the size read again at each use and an empty stack an error: a
-#   REDUCE's Python rules or a collection may have run since the handler's own check
-# window kind one_key_dict: the key and value of a one-key dict (borrowed from the dict) | compared by type and
-#   identity, or referenced (`<object>` into a local), before anything is made or called
+# '# window:' comments: what a function holds through a borrowed reference, an unchecked index or a raw buffer,
+# and why no Python code runs meanwhile (scripts/windows_table.py: docs/design.md's table).  Kinds used often:
+# window kind pickle_bytes: the pickle's bytes (`p`) | an exact, immutable `bytes` the caller holds for the whole call
+# window kind new_text: a new `str`'s characters | nothing else can reach it before it is returned
+# window kind stack_top: the stack's last slot | the size read again at each use (code may have run since a check)
+# window kind one_key_dict: a one-key dict's key and value (borrowed) | compared, or referenced, before any code
 
 
 cdef extern from "Python.h":
@@ -216,8 +211,7 @@ cdef inline bint _shareable(const unsigned char* p, Py_ssize_t n, Py_ssize_t* sl
 
 cdef str _shared_ascii(const unsigned char* p, Py_ssize_t n, Py_ssize_t slot):
     """The str of the n ASCII bytes at p (_shareable's), from its slot of the table when it is there."""
-    # window: an entry of the table of shared texts (`_shared_texts[slot]`, borrowed) | making a str runs no
-    #   code (the collector starts only where a container is made), so the entry released is the one read
+    # window: a `_shared_texts` entry (borrowed) | making a str runs no code: the entry released is the one read
     cdef PyObject* old = _shared_texts[slot]
     if old != NULL and PyUnicode_GET_LENGTH(<object>old) == n and memcmp(PyUnicode_1BYTE_DATA(<object>old), p, n) == 0:
         return <str>old
@@ -255,8 +249,7 @@ cdef inline int _clear_decode_error() except -1:
 
 cdef inline str _owned(PyObject* s):
     """The str of a new reference (Cython's cast adds one: give it back)."""
-    # window: a new reference handed over (`PyObject*`) | Cython's cast takes a second one, which is given
-    #   back: no count drops to zero
+    # window: a new reference handed over | Cython's cast takes a second one, given back: no count drops to 0
     cdef str result = <str>s
     Py_DECREF(result)
     return result
@@ -454,8 +447,7 @@ cdef inline object _tuple_items(object v):
 
 cdef object _btree_state(object state, bint is_tree, bint is_map):
     """_decode_known.btree_state in C: the flattened form of a BTree/bucket/set state, or the state itself."""
-    # window: a state's items list (unchecked indexes) | its items read into locals right after its size is
-    #   read, before any list or dict is made
+    # window: a state's items list | its items read into locals right after its size, before anything is made
     cdef Py_ssize_t n
     if state is None:
         return None
@@ -496,8 +488,7 @@ cdef object _btree_state(object state, bint is_tree, bint is_map):
 
 
 cdef object _flat(list flat, bint is_map):
-    # window: a bucket's flat items list | its size read again before each pair (making a pair list may run
-    #   code)
+    # window: a bucket's flat items list | its size read again before each pair (making a pair may run code)
     cdef Py_ssize_t n = len(flat), i
     cdef list pairs
     if not is_map:
@@ -580,8 +571,7 @@ cdef object _pending_items(object v, _Context ctx, str module, str name):
 cdef object _fixed_offset(object tz, _Context ctx):
     """"+HH:MM" of timezone(timedelta(d, s, us)) as _decode_known._tz_marker writes it; None: no zone;
     _UNSURE: another zone shape."""
-    # window: a timezone's and a timedelta's argument lists | sizes checked, then every item read into a C
-    #   array before anything is made
+    # window: a timezone's, a timedelta's arguments | sizes checked, then all read into a C array at once
     items = _pending_items(tz, ctx, "datetime", "timezone")
     if items is None or len(<list>items) != 1:
         return _UNSURE
@@ -610,8 +600,7 @@ cdef inline int _state_bytes(object item, unsigned char* raw, Py_ssize_t size) e
 
 
 cdef object _datetime_marker(list items, _Context ctx):
-    # window: a datetime call's argument list | both items read right after its size is read, before the text
-    #   is made
+    # window: a datetime call's arguments | both read right after the size, before the text is made
     cdef unsigned char raw[10]
     cdef Py_ssize_t n = len(items)
     if n != 1 and n != 2:
@@ -652,8 +641,7 @@ cdef object _date_marker(list items):
 
 cdef object _recognize(object callable_, object args, _Context ctx):
     """_decode_known.recognize_reduce: the usual shapes here, the rest by it."""
-    # window: a known call's argument list | each item read right after its size is read, before the marker
-    #   that holds it is made
+    # window: a known call's arguments | each read right after the size, before its marker is made
     names = _global_names(callable_)
     if names is None:
         return None
@@ -695,8 +683,7 @@ cdef object _recognize(object callable_, object args, _Context ctx):
 
 
 cdef object _obj_of(_Context ctx, object value):
-    # window: an object under construction (`ctx.objs`'s entry, borrowed) | referenced (`<_CObj>`) before it is
-    #   returned
+    # window: an object under construction (borrowed) | referenced (`<_CObj>`) before it is returned
     if type(value) is not dict or not ctx.objs:
         return None
     cdef PyObject* found = PyDict_GetItem(ctx.objs, _id(value))
@@ -745,8 +732,7 @@ cdef inline bint _at_text(PyObject* k) noexcept:
 # that changes the list (see _top); an index past its end is an IndexError, which _load reports.
 @cython.boundscheck(True)
 cdef int _set_items(_Context ctx, object target, list items, Py_ssize_t pos, str opname) except -1:
-    # window: the SETITEM(S) items list | bounds-checked where pairs are made; in the loop, the size read again
-    #   before each pair and key and value held while the dict takes them
+    # window: SETITEM(S)' items | the size read again before each pair; key and value held meanwhile
     cdef Py_ssize_t n = len(items), i
     cdef dict d
     cdef list pairs
@@ -798,8 +784,7 @@ cdef int _check_watched(_Context ctx) except -1:
 
 @cython.boundscheck(True)
 cdef void _to_dform(_Context ctx, dict target, list items, Py_ssize_t start) except *:
-    # window: the rest of a SETITEMS items list | indexed with bounds checks while pairs are made (an item
-    #   gone is an IndexError, which _load reports)
+    # window: the rest of SETITEMS' items | bounds-checked: an item gone is an IndexError, which _load reports
     cdef list pairs = [[k, v] for k, v in target.items()]
     cdef Py_ssize_t i
     for i in range(start, len(items), 2):
@@ -868,8 +853,7 @@ cdef object _ref_class_text(_Context ctx, object klass):
     each by the memo's same marker.  The list and both names are compared by identity, so a list changed
     since is read again.
     """
-    # window: the cached class names list and its two names | compared by identity with no code between; else
-    #   read through `_global_names`
+    # window: the cached class names and list | compared by identity, no code between
     cdef PyObject* found = _only_value(klass, "@cls")
     if found == NULL:
         return None
@@ -1016,8 +1000,7 @@ cdef int _memo_put(_Context ctx, uint64_t idx, object value) except -1:
 
 
 cdef object _memo_get(_Context ctx, uint64_t idx, Py_ssize_t start):
-    # window: a memo entry (borrowed) | referenced before `_fetched` (which may allocate) or
-    #   `_lazy_class_entry`
+    # window: a memo entry (borrowed) | referenced before `_fetched` (which may allocate)
     cdef list memo = ctx.memo
     cdef PyObject* found = NULL
     if idx < <uint64_t>PyList_GET_SIZE(memo):
@@ -1038,8 +1021,7 @@ cdef object _memo_get(_Context ctx, uint64_t idx, Py_ssize_t start):
 cdef object _lazy_class_entry(_Context ctx, uint64_t idx):
     """The marker the class pickle's GLOBAL (or TUPLE2 of two names) would have memoized, made now.  Stored
     with a bounds check: making it may run code (a collection's __del__) that changed the memo list."""
-    # window: the memo slot it fills | stored with a bounds check after the marker is made (an entry gone is an
-    #   IndexError, which _load reports)
+    # window: the memo slot it fills | stored bounds-checked after the marker is made (IndexError, _load reports)
     if ctx.lazy_class == _LAZY_GLOBAL:
         value = _untracked({"@cls": _untracked([ctx.module, ctx.name])})
     else:
@@ -1083,8 +1065,7 @@ cdef Py_ssize_t _own_class_marker_weight(object v) noexcept:
     shares it, to the same effect).  Told from a user's dict of the same shape by the collector: the decoder
     untracks the dict and the list it makes (_untracked), a pickle's own list is always tracked, and a dict
     holding one is tracked too."""
-    # window: a class marker's names list and its two names (borrowed) | types, tracking and lengths read;
-    #   nothing runs
+    # window: a class marker's names (borrowed) | types, tracking and lengths read; nothing runs
     cdef PyObject* names = _only_value(v, "@cls")
     if (names == NULL or PyObject_GC_IsTracked(<object>v) or type(<object>names) is not list
             or PyObject_GC_IsTracked(<object>names) or PyList_GET_SIZE(<object>names) != 2
@@ -1115,9 +1096,7 @@ cdef Py_ssize_t _tree_weight(object value, Py_ssize_t limit) noexcept:
     past it; -1 for a value of more than _WEIGHED_DEPTH nested lists and dicts, which it does not walk.  The
     decoder's own lists and dicts, read in place by index and PyDict_Next: nothing that runs code, no Python
     object made, and an explicit stack of _WEIGHED_DEPTH parts."""
-    # window: the decoder's own lists and dicts, in an explicit stack | no code runs in it: `PyDict_Next`,
-    #   indexing, a C array (a value too deep for it `_weight` hands to `_decode_common.weight` whole, and
-    #   reads nothing after)
+    # window: the decoder's own lists and dicts | no code runs: `PyDict_Next`, indexing, a C array of parts
     cdef _Part parts[_WEIGHED_DEPTH]
     cdef Py_ssize_t top = 0, total = 1
     cdef PyObject* node
@@ -1462,12 +1441,22 @@ cdef int _op_collect(_Context ctx, Py_ssize_t start, unsigned char op) except -1
     return 0
 
 
-cdef inline int _op_tuple_n(_Context ctx, Py_ssize_t start, Py_ssize_t n) except -1:
+cdef object _op_stop(_Context ctx, Py_ssize_t pos, Py_ssize_t start):
+    """STOP: the value on top; the dicts filled before their values were (ctx.watched) looked at again.  A call
+    of its own, once a pickle: kept out of _load, whose size decides what gcc inlines into it."""
+    if not ctx.stack:
+        raise _err("pickle stack underflow", start)
+    if ctx.watched is not None:
+        _check_watched(ctx)
+    ctx.stop = pos
+    return _top(ctx.stack)
+
+
+cdef int _op_tuple_n(_Context ctx, Py_ssize_t start, Py_ssize_t n) except -1:
     """TUPLE1, TUPLE2, TUPLE3: the top n values as one tuple.  The items' list is made before the stack is
     read and filled without making anything (a slice reads the size, then allocates: code a collection runs
     there may have shrunk the stack, see _top)."""
-    # window: the stack's top n values | the tuple's list made first, then the values copied with the size read
-    #   once and nothing made in between
+    # window: the stack's top n values | the list made first, then filled with nothing made in between
     cdef list stack = ctx.stack
     cdef list items = [None] * n
     cdef Py_ssize_t size = PyList_GET_SIZE(stack), i
@@ -1545,12 +1534,7 @@ cdef object _load(bytes data, Py_ssize_t pos, _Context ctx):
             elif op == PROTO: pos = _op_proto(ctx, p, pos, end)
             elif op == FRAME: pos = _op_frame(ctx, pos, end)
             elif op == STOP:
-                if not ctx.stack:
-                    raise _err("pickle stack underflow", start)
-                if ctx.watched is not None:
-                    _check_watched(ctx)
-                ctx.stop = pos
-                return _top(ctx.stack)
+                return _op_stop(ctx, pos, start)
             elif op == LONG_BINPUT: pos = _op_binput(ctx, p, pos, end, 4)
             elif op == LONG_BINGET: pos = _op_binget(ctx, p, pos, end, 4)
             elif op == LONG1 or op == LONG4: pos = _op_long(ctx, p, pos, end, 1 if op == LONG1 else 4)

@@ -18,7 +18,8 @@ from cpython.pyport cimport PY_SSIZE_T_MAX
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_New, PyTuple_SET_ITEM
 from cpython.unicode cimport (
-    PyUnicode_DATA, PyUnicode_FindChar, PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_READ_CHAR,
+    PyUnicode_DATA, PyUnicode_DecodeASCII, PyUnicode_FindChar, PyUnicode_GET_LENGTH, PyUnicode_KIND,
+    PyUnicode_READ_CHAR,
 )
 from libc.stdint cimport uint8_t, uint32_t, uint64_t
 from libc.string cimport memchr, memcpy, memmove, memset
@@ -30,23 +31,19 @@ from ._primitives cimport (zjc_ascii_chars, zjc_b64_decode, zjc_b64_size, zjc_co
 
 from . import _encode_known
 from ._common import C_WALK_DEPTH, CodecError, b64decode, decimal_to_int
-from . import _encode_python
+from . import _encode_python, _globals
+from ._globals import (CALL, CLASS, VALUE, GlobalsPolicy, check_callable, check_instance_class,
+                       check_pickle_globals, check_reference_classes, located, located_in_record)
 from ._encode_python import (
     check_generic_ref, instance_parts, public_functions, record_from_json, record_parts, reduce_parts, str_too_long,
 )
 from ._known import MAX_MARKER_KEYS
 
-# Where Python code can run: each function that reads through a borrowed reference, an unchecked
-# index or a raw buffer says in a '# window:' comment what it holds and why that is safe
-# (scripts/windows_table.py checks them and makes docs/design.md's table of them).  Kinds used more than once:
-# window kind str_chars: a `str`'s characters (`PyUnicode_DATA`, `zjc_ascii_chars`) | the str is held by the
-#   caller and immutable; what runs before the last read is C and the writer's own buffer (growing it makes a
-#   `bytes`, which the collector does not track)
-# window kind json_text covers r.p: the JSON text's UTF-8 (`r.p`) | an exact `bytes` or `str` (a `bytearray` or
-#   `memoryview` goes the normative way) held by the caller, immutable, also across the GIL released for long
-#   strings
-# window kind writer_bytes: the `bytes` object the writer fills in place (`w.owner`) | referenced by the writer
-#   alone until `_result` hands it over; making a `bytes` starts no collection
+# '# window:' comments: what a function holds through a borrowed reference, an unchecked index or a raw buffer,
+# and why no Python code runs meanwhile (scripts/windows_table.py: docs/design.md's table).  Kinds used often:
+# window kind str_chars: a `str`'s characters | held by the caller, immutable; only C and the writer's buffer run
+# window kind json_text covers r.p: the JSON text's UTF-8 (`r.p`) | an exact `bytes` or `str` the caller holds
+# window kind writer_bytes: the writer's `bytes` (`w.owner`) | the writer's alone until `_result` hands it over
 
 
 cdef extern from "Python.h":
@@ -160,8 +157,7 @@ class _PythonTwin(Exception):
 
 
 cdef object _PYTHON_TWIN = _PythonTwin
-# The Python twin's functions that take such values (zjc_call_or).
-cdef object _python_encode_zodb_record = _encode_python.encode_zodb_record
+# The Python twin's functions that take such values (zjc_encode).
 cdef object _python_pickle_value = _encode_python.pickle_value
 
 
@@ -169,25 +165,215 @@ cdef int _python_twin() except -1:
     raise _PythonTwin()
 
 
+_PythonWriter = _encode_python._Writer
+
+
 cdef extern from *:
     """
-    /* f(arg), or fallback(arg) where f raised exc_type (that error cleared).  The public functions' way
-       to hand a value to the Python twin (_PythonTwin): a try statement saves and
-       restores the thread's exception state on every call, which shows on small records
-       (benchmarks/instructions.py encode). */
-    static PyObject *zjc_call_or(PyObject *(*f)(PyObject *), PyObject *arg, PyObject *exc_type,
-                                 PyObject *fallback) {
-        PyObject *result = f(arg);
-        if (result == NULL && PyErr_ExceptionMatches(exc_type)) {
+    /* f(arg, policy), or fallback(arg, policy) where f raised twin; a ValueError from either is replaced by
+       locate(error, arg) (a GlobalRefused says where it stands).  No try statement: it shows on small records. */
+    static PyObject *zjc_encode(PyObject *(*f)(PyObject *, PyObject *), PyObject *arg, PyObject *policy,
+                                PyObject *twin, PyObject *fallback, PyObject *locate) {
+        PyObject *result = f(arg, policy);
+        if (result == NULL && PyErr_ExceptionMatches(twin)) {
             PyErr_Clear();
-            return PyObject_CallOneArg(fallback, arg);
+            result = PyObject_CallFunctionObjArgs(fallback, arg, policy, NULL);
+        }
+        if (result == NULL && locate != NULL && PyErr_Occurred() && PyErr_ExceptionMatches(PyExc_ValueError)) {
+            PyObject *type, *value, *tb, *located;
+            PyErr_Fetch(&type, &value, &tb);
+            PyErr_NormalizeException(&type, &value, &tb);
+            located = PyObject_CallFunctionObjArgs(locate, value, arg, NULL);
+            if (located == NULL) {
+                Py_XDECREF(type); Py_XDECREF(value); Py_XDECREF(tb);
+                return NULL;
+            }
+            if (located == value) {
+                Py_DECREF(located);
+                PyErr_Restore(type, value, tb);
+                return NULL;
+            }
+            Py_XDECREF(type); Py_XDECREF(value); Py_XDECREF(tb);
+            PyErr_SetObject((PyObject *)Py_TYPE(located), located);
+            Py_DECREF(located);
         }
         return result;
     }
+    #ifdef Py_GIL_DISABLED
+    #define ZJC_SHARED_TABLES 0   /* free-threaded: no table shared between threads without a lock */
+    #else
+    #define ZJC_SHARED_TABLES 1
+    #endif
     """
-    object zjc_call_or(object (*f)(object), object arg, PyObject* exc_type, PyObject* fallback)
+    object zjc_encode(object (*f)(object, object), object arg, object policy, PyObject* twin, PyObject* fallback,
+                      PyObject* locate)
+    int ZJC_SHARED_TABLES
+    int memcmp(const void* a, const void* b, size_t n)
 
-_PythonWriter = _encode_python._Writer
+cdef object _python_record = _encode_python._record
+
+
+def _located_in_record(refusal, record):
+    """A GlobalRefused from an encode of record with its place in the value; any other ValueError as it is."""
+    if isinstance(refusal, _globals.GlobalRefused):
+        return located_in_record(refusal, record)
+    return refusal
+
+
+# ---------------------------------------------------------------------------
+# The globals policy: a table of the names it allowed (docs/security.md)
+# ---------------------------------------------------------------------------
+
+# The rules are _globals.GlobalsPolicy.check's; a name it allowed by the name alone is kept here (one slot a
+# hash), for that policy, so the next record naming it pays a hash and a compare.
+cdef enum:
+    ROLE_CALL, ROLE_CLASS, ROLE_VALUE
+    _ALLOWED_SLOTS = 1024   # a power of two
+
+cdef tuple _ROLE_NAMES = (CALL, CLASS, VALUE)
+cdef str _REF = "the class of a reference"
+cdef str _INST = "the class of an instance"
+cdef str _REDUCE = "the callable of a @reduce"
+
+cdef struct _Allowed:
+    uint64_t hash           # of the role and both names; 0: an empty slot
+    Py_ssize_t module_size
+    Py_ssize_t name_size
+    unsigned char* text     # the module's bytes, then the name's (PyMem)
+
+cdef _Allowed _allowed[_ALLOWED_SLOTS]
+cdef object _allowed_policy = None  # the policy the table's names were allowed by (held: its id stays its own)
+cdef list _default_policy = _globals.DEFAULT  # [the process default, or None]: read without a call
+
+
+cdef object _policy_of(object policy):
+    """The policy= argument, or the process default."""
+    if policy is None:
+        policy = _default_policy[0]
+        return policy if policy is not None else _globals.get_globals_policy()
+    if type(policy) is not GlobalsPolicy:
+        raise TypeError(f"argument 'policy': expected GlobalsPolicy, not {type(policy).__name__}")
+    return policy
+
+
+cdef inline uint64_t _span_mix(uint64_t h, const unsigned char* p, Py_ssize_t n) noexcept:
+    cdef uint64_t x
+    cdef Py_ssize_t i = 0
+    while i + 8 <= n:  # 8 bytes a step: class names are 10 to 60 bytes
+        memcpy(&x, p + i, 8)
+        h = (h ^ x) * <uint64_t>0xff51afd7ed558ccd
+        h ^= h >> 32
+        i += 8
+    x = 0
+    while i < n:
+        x = (x << 8) | p[i]
+        i += 1
+    h = (h ^ x) * <uint64_t>0xc4ceb9fe1a85ec53
+    return h ^ (h >> 29)
+
+
+cdef inline _Allowed* _allowed_slot(int role, const unsigned char* m, Py_ssize_t mn, const unsigned char* n,
+                                    Py_ssize_t nn, uint64_t* h) noexcept:
+    h[0] = _span_mix(_span_mix(<uint64_t>0x9E3779B97F4A7C15 ^ <uint64_t>role ^ (<uint64_t>mn << 8), m, mn), n, nn) | 1
+    return &_allowed[h[0] & (_ALLOWED_SLOTS - 1)]
+
+
+cdef bint _known_allowed(object policy, int role, const unsigned char* m, Py_ssize_t mn,
+                         const unsigned char* n, Py_ssize_t nn) noexcept:
+    cdef uint64_t h
+    cdef _Allowed* slot = _allowed_slot(role, m, mn, n, nn, &h)
+    return (ZJC_SHARED_TABLES and policy is _allowed_policy and slot.hash == h and slot.module_size == mn
+            and slot.name_size == nn and memcmp(slot.text, m, <size_t>mn) == 0
+            and memcmp(slot.text + mn, n, <size_t>nn) == 0)
+
+
+cdef void _remember_allowed(object policy, int role, const unsigned char* m, Py_ssize_t mn,
+                            const unsigned char* n, Py_ssize_t nn) noexcept:
+    global _allowed_policy
+    cdef uint64_t h
+    cdef Py_ssize_t k
+    cdef _Allowed* slot = _allowed_slot(role, m, mn, n, nn, &h)
+    cdef unsigned char* text = <unsigned char*>PyMem_Malloc(<size_t>(mn + nn + 1))
+    if not ZJC_SHARED_TABLES or text == NULL:
+        PyMem_Free(text)
+        return  # not kept: asked again next time
+    if policy is not _allowed_policy:  # another policy: what the table holds is not its
+        for k in range(_ALLOWED_SLOTS):
+            _allowed[k].hash = 0
+        _allowed_policy = policy
+    memcpy(text, m, <size_t>mn)
+    memcpy(text + mn, n, <size_t>nn)
+    PyMem_Free(slot.text)
+    slot.text, slot.module_size, slot.name_size, slot.hash = text, mn, nn, h
+
+
+cdef int _allow_spans(Writer* w, int role, const unsigned char* m, Py_ssize_t mn, const unsigned char* n,
+                      Py_ssize_t nn, str context, object args=None) except -1:
+    """The policy allows the ASCII names m[:mn] and n[:nn] in role, or raises: from the table, else by its
+    rules (kept when the names alone decided, not a call's arguments).  The bytes are the caller's, alive
+    across the call: the caller holds the text or strs that own them."""
+    if _known_allowed(<object>w.policy, role, m, mn, n, nn):
+        return 0
+    module = PyUnicode_DecodeASCII(<const char*>m, mn, NULL)
+    name = PyUnicode_DecodeASCII(<const char*>n, nn, NULL)
+    if (<object>w.policy).check(_ROLE_NAMES[role], module, name, context, args):
+        _remember_allowed(<object>w.policy, role, m, mn, n, nn)
+    return 0
+
+
+cdef int _allow(Writer* w, int role, object module, object name, str context, object args=None) except -1:
+    """_allow_spans of two strs; names that are not ASCII, or not strs, are decided by the rules each time."""
+    # window: str_chars
+    cdef Py_ssize_t mn, nn
+    cdef const unsigned char* m = zjc_ascii_chars(<PyObject*>module, &mn) if type(module) is str else NULL
+    cdef const unsigned char* n = zjc_ascii_chars(<PyObject*>name, &nn) if type(name) is str else NULL
+    if m != NULL and n != NULL:
+        return _allow_spans(w, role, m, mn, n, nn, context, args)
+    (<object>w.policy).check(_ROLE_NAMES[role], module, name, context, args)
+    return 0
+
+
+cdef inline bint _record_class_allowed(Writer* w, object module, object name) except -1:
+    """_allow of a record's class, False where the policy refuses it: the Python twin then decides, after the
+    state it may take verbatim (a "@pkl" key that is a str subclass, which this twin leaves to it)."""
+    # window: str_chars
+    cdef Py_ssize_t mn, nn
+    cdef const unsigned char* m = zjc_ascii_chars(<PyObject*>module, &mn)
+    cdef const unsigned char* n = zjc_ascii_chars(<PyObject*>name, &nn)
+    if m != NULL and n != NULL and _known_allowed(<object>w.policy, ROLE_CLASS, m, mn, n, nn):
+        return True
+    return (<object>w.policy).decision(CLASS, module, name) is None and _allow(w, ROLE_CLASS, module, name, "") == 0
+
+
+cdef inline bint _copyreg(object module) noexcept:
+    return type(module) is str and (<str>module == "copyreg" or <str>module == "copy_reg")
+
+
+cdef bint _plain_callable(object callable_) except -1:
+    """A @reduce's callable is a bare @cls of two strs, not copyreg's (whose class arguments the rules check)."""
+    # window: a names list's two items | read right after its size is checked; nothing runs
+    if type(callable_) is not dict or PyDict_GET_SIZE(callable_) != 1:
+        return False
+    names = (<dict>callable_).get("@cls")
+    return (type(names) is list and PyList_GET_SIZE(names) == 2 and type((<list>names)[0]) is str
+            and type((<list>names)[1]) is str and not _copyreg((<list>names)[0]))
+
+
+cdef int _mark_checked(Writer* w, list markers) except -1:
+    """The @cls markers a rule of _globals checked in their role: not checked again as values (held here, so
+    that no other dict takes one's id while the writer runs)."""
+    if markers:
+        if w.checked == NULL:
+            checked = {}
+            Py_INCREF(checked)
+            w.checked = <PyObject*>checked
+        for marker in markers:
+            (<dict>w.checked)[id(marker)] = marker
+    return 0
+
+
+cdef inline bint _is_checked(Writer* w, object marker) except -1:
+    return w.checked != NULL and id(marker) in <dict>w.checked
 
 
 # ---------------------------------------------------------------------------
@@ -209,6 +395,9 @@ cdef struct Writer:
     bint expand_refs     # read the compact @ref forms of decode_zodb_record
     PyObject* owner      # the bytes object whose buffer buf is (the result, without a last copy), or NULL
                          # while buf is the caller's stack array
+    PyObject* policy     # the GlobalsPolicy (the public function's own reference)
+    PyObject* checked    # {id: marker} of @cls markers checked in their role already (_mark_checked), or NULL
+    PyObject* ref_class  # the last reference class allowed (a str of our own), or NULL
 
 
 cdef extern from "Python.h":
@@ -218,19 +407,23 @@ cdef extern from "Python.h":
     void Py_XDECREF(PyObject* o)
 
 
-cdef inline void _init(Writer* w, unsigned char* stack, bint expand_refs) noexcept:
+cdef inline void _init(Writer* w, unsigned char* stack, bint expand_refs, object policy) noexcept:
     w.buf = stack
     w.pos = 0
     w.cap = _STACK_BUFFER
     w.expand_refs = expand_refs
     w.owner = NULL
+    w.policy = <PyObject*>policy
+    w.checked = NULL
+    w.ref_class = NULL
 
 
-cdef int _init_sized(Writer* w, unsigned char* stack, bint expand_refs, Py_ssize_t expected) except -1:
+cdef int _init_sized(Writer* w, unsigned char* stack, bint expand_refs, object policy,
+                     Py_ssize_t expected) except -1:
     """_init, with the output written straight into a bytes object when it will outgrow the stack buffer: large
     results are not copied once more at the end."""
     # window: writer_bytes
-    _init(w, stack, expand_refs)
+    _init(w, stack, expand_refs, policy)
     if expected > _STACK_BUFFER:
         w.owner = zjc_new_bytes(NULL, expected)
         w.buf = <unsigned char*>zjc_bytes_data(w.owner)
@@ -241,6 +434,10 @@ cdef int _init_sized(Writer* w, unsigned char* stack, bint expand_refs, Py_ssize
 cdef inline void _release(Writer* w) noexcept:
     Py_XDECREF(w.owner)
     w.owner = NULL
+    Py_XDECREF(w.checked)
+    w.checked = NULL
+    Py_XDECREF(w.ref_class)
+    w.ref_class = NULL
 
 
 cdef int _grow(Writer* w, Py_ssize_t need) except -1:
@@ -349,7 +546,7 @@ cdef int _int(Writer* w, object v) except -1:
     """An exact int; one outside the signed 64-bit range (rare) as the Python twin writes it, whose int methods
     may allocate, and so start the collector (the caller holds v)."""
     if not _int_in_64_bits(w, v):
-        writer = _PythonWriter(False)
+        writer = _PythonWriter(False, None)
         writer.write_int(v)
         _written_by(w, writer)
     return 0
@@ -529,7 +726,7 @@ cdef int _global(Writer* w, object module, object name) except -1:
         _op(w, 10)
         _raw(w, PyUnicode_DATA(name), PyUnicode_GET_LENGTH(name))
         return _op(w, 10)
-    writer = _PythonWriter(False)
+    writer = _PythonWriter(False, None)
     writer.write_global(module, name)
     return _written_by(w, writer)
 
@@ -543,9 +740,14 @@ cdef int _global_dotted(Writer* w, str dotted) except -1:
     cdef const unsigned char* p = <const unsigned char*>PyUnicode_DATA(dotted)
     if not PyUnicode_IS_ASCII(dotted):
         return _python_twin()
+    i = PyUnicode_FindChar(dotted, 46, 0, n, -1)  # its last dot, or -1
+    if <PyObject*>dotted != w.ref_class:  # a record's references name a few classes, each again and again
+        _allow_spans(w, ROLE_CLASS, p, i if i > 0 else 0, p + i + 1, n - i - 1, _REF)
+        Py_INCREF(dotted)
+        Py_XDECREF(w.ref_class)
+        w.ref_class = <PyObject*>dotted
     if memchr(p, 10, <size_t>n) != NULL:
         raise CodecError("invalid pickle data: class module or name contains a newline")
-    i = PyUnicode_FindChar(dotted, 46, 0, n, -1)  # its last dot, or -1
     at = 1 if i >= 0 else 2  # "cmodule\nName\n", the dot made the newline; no dot: "c\nName\n", an empty module
     _reserve(w, n + 3)
     o = w.buf + w.pos
@@ -709,8 +911,7 @@ cdef inline bint _wanted(int want, object v, bint btree) noexcept:
 
 
 cdef int _one_key_kind(PyObject* k, PyObject* v, bint btree) noexcept:
-    # window: a one-key dict's key and value (borrowed) | types, an exact str's characters and sizes compared;
-    #   nothing runs
+    # window: a one-key dict's key and value (borrowed) | types, characters and sizes compared; nothing runs
     cdef int key
     if not _at_str(k):
         return K_NONE
@@ -734,8 +935,7 @@ cdef inline bint _at_str(PyObject* k) noexcept:
 
 
 cdef inline bint _is_cls_value(object v) noexcept:
-    # window: a class marker's two names (borrowed) | type checks only (Cython's `isinstance` with `str` is
-    #   `PyUnicode_Check`)
+    # window: a class marker's two names (borrowed) | type checks only (Cython's `isinstance(x, str)`)
     return (type(v) is list and PyList_GET_SIZE(v) == 2
             and isinstance(<object>PyList_GET_ITEM(v, 0), str)
             and isinstance(<object>PyList_GET_ITEM(v, 1), str))
@@ -746,8 +946,7 @@ cdef int _marker_kind(dict d, bint btree, PyObject** first) noexcept:
 
     *first is set to the value of a one-key dict (borrowed), saving a lookup.
     """
-    # window: a dict's keys and values (`zjc_dict_next`), `*first` | types and exact-str keys compared; a
-    #   one-key dict's value handed back borrowed, which `_marker`'s callers reference before any code
+    # window: a dict's entries, `*first` | types and keys compared; `_marker`'s callers reference `*first`
     cdef Py_ssize_t n = PyDict_GET_SIZE(d), pos = 0
     cdef PyObject* k = NULL
     cdef PyObject* v = NULL
@@ -791,8 +990,7 @@ cdef int _marker_kind(dict d, bint btree, PyObject** first) noexcept:
 
 cdef inline PyObject* _one_key_value(object v, int key) noexcept:
     """The value of v if v is a dict of one entry whose key is the exact str of that Key, borrowed; else NULL."""
-    # window: a one-key dict's value (borrowed) | its callers compare its type, or reference it, before any
-    #   code
+    # window: a one-key dict's value (borrowed) | its callers compare or reference it before any code
     cdef Py_ssize_t pos = 0
     cdef PyObject* k = NULL
     cdef PyObject* x = NULL
@@ -875,8 +1073,7 @@ cdef inline int _scalar(Writer* w, object v) except -1:
 
 cdef inline int _list_items(Writer* w, list v, Py_ssize_t depth) except -1:
     """Each item of v at depth, read as a list iterator reads them: a value's own code may change v."""
-    # window: a list's items | scalars (whose writing runs nothing) read through the list's reference, others
-    #   referenced first; the size read again each step
+    # window: a list's items | scalars (which run nothing) read in place, others referenced; size read each step
     cdef Py_ssize_t i = 0
     while i < PyList_GET_SIZE(v):
         if not _scalar(w, <object>PyList_GET_ITEM(v, i)):  # as in _plain_dict: no code runs for these
@@ -887,9 +1084,7 @@ cdef inline int _list_items(Writer* w, list v, Py_ssize_t depth) except -1:
 
 
 cdef int _tuple(Writer* w, object items, Py_ssize_t depth) except -1:
-    # window: a tuple's items, or a list's size for TUPLE1/2/3 | a native tuple cannot change and its holder
-    #   (`_marker`'s local) keeps it; a list's items go through `_list_items`, and an item's code that resizes
-    #   it gives a tuple opcode of the old size, as in the Python twin
+    # window: a tuple's items, a list's size | a tuple cannot change; a resized list: the Python twin's opcode
     cdef Py_ssize_t n = len(items), i
     if n == 0:
         return _op(w, EMPTY_TUPLE)
@@ -906,10 +1101,7 @@ cdef int _tuple(Writer* w, object items, Py_ssize_t depth) except -1:
 
 
 cdef int _plain_dict(Writer* w, dict d, Py_ssize_t depth) except -1:
-    # window: the run's pointers into the dict's table (`zjc_dict_run_next`) | only values whose writing runs
-    #   nothing are taken so: exact strs (their UTF-8 made in C, `_str_utf8`), ints of 64 bits, floats, the
-    #   three constants; anything else referenced first, after which the dict's size is checked and its run
-    #   opened again
+    # window: the dict walk's pointers | only scalars read in place; else referenced, size checked, run reopened
     cdef Py_ssize_t pos = 0, size = PyDict_GET_SIZE(d), left = size
     cdef PyObject* kp
     cdef PyObject* xp
@@ -958,8 +1150,7 @@ cdef inline int _plain_key(Writer* w, PyObject* k) except -1:
 
 cdef int _marker(Writer* w, dict d, int kind, PyObject* first, Py_ssize_t depth) except -1:
     """The markers of _encode_python._MARKERS; first is the value of a one-key marker, as d[key] gives it."""
-    # window: a one-key marker's value (`first`, borrowed from the dict) | referenced (`value`) before anything
-    #   is written
+    # window: a one-key marker's value (`first`, borrowed) | referenced (`value`) before anything is written
     cdef object value = <object>first if first != NULL else None  # our own reference while code may run
     if kind == KEY_REF:
         return _ref(w, value, depth)
@@ -994,7 +1185,10 @@ cdef int _rare_marker(Writer* w, dict d, int kind, Py_ssize_t depth) except -1:
         return _m_time(w, d)
     if kind == KEY_CLS:
         cls = <list>d["@cls"]
-        return _global(w, cls[0], cls[1])
+        module, name = cls[0], cls[1]
+        if not _is_checked(w, d):
+            _allow(w, ROLE_VALUE, module, name, "a class or function kept as a value")
+        return _global(w, module, name)
     if kind == KEY_BI:
         return _m_bi(w, d["@bi"])
     if kind == KEY_D:
@@ -1042,8 +1236,7 @@ cdef int _hex_bytes(Writer* w, str text) except -1:
 
 cdef int _ref(Writer* w, object v, Py_ssize_t depth) except -1:
     """``{"@ref": v}`` at depth: its id is one level below it."""
-    # window: a reference's oid and class name | referenced (`oid`, `dotted`) before anything is written: the
-    #   name's UTF-8 may raise for a lone surrogate
+    # window: a reference's oid and class name | both referenced before anything is written
     if _one_key_value(v, KEY_REF) != NULL:
         return _python_twin()  # a reference whose id is a reference (no report set has one)
     if w.expand_refs and type(v) is str and _hex_bytes(w, <str>v):
@@ -1059,6 +1252,7 @@ cdef int _ref(Writer* w, object v, Py_ssize_t depth) except -1:
     else:
         if w.expand_refs and type(v) is list:
             check_generic_ref(v)
+        _mark_checked(w, check_reference_classes(<object>w.policy, v))
         _value(w, v, depth + 1)
         _op(w, BINPERSID)
     return 0
@@ -1078,15 +1272,18 @@ cdef int _instance(Writer* w, dict d, Py_ssize_t depth) except -1:
         state, args, kwargs, newobj = instance_parts(d)  # checks the keys and the flag
         if kwargs is not None:
             return _python_twin()  # the Rust codec's NEWOBJ_EX before 1.7.0 (no report set has it)
+    # Python 2 pickles build these by REDUCE; the Rust codec wrote them as instances.
+    reduced = not newobj or (<str>name == "_reconstructor" and (<str>module == "copy_reg" or <str>module == "copyreg"))
+    if _copyreg(module):  # a reconstructor: the classes among its arguments are checked by the rules
+        _mark_checked(w, check_instance_class(<object>w.policy, module, name, args, reduced))
+    else:
+        _allow(w, ROLE_CALL if reduced else ROLE_CLASS, module, name, _INST, args)
     _global(w, module, name)
     if args is None:
         _op(w, EMPTY_TUPLE)
     else:
         _value(w, args, depth + 1)
-    # Python 2 pickles build these by REDUCE; the Rust codec wrote them as instances.
-    _op(w, REDUCE if not newobj or (<str>name == "_reconstructor"
-                                     and (<str>module == "copy_reg" or <str>module == "copyreg"))
-        else NEWOBJ)
+    _op(w, REDUCE if reduced else NEWOBJ)
     if PyDict_GET_SIZE(d) > 2:  # else neither "@appends" nor "@items"
         _contents(w, d.get("@appends"), d.get("@items"), depth)
     bt = _btree_class(<str>module, <str>name)
@@ -1113,8 +1310,7 @@ cdef int _contents(Writer* w, object appends, object items, Py_ssize_t depth) ex
 
 cdef int _pairs(Writer* w, object pairs, Py_ssize_t depth, str what) except -1:
     """MARK key value ... SETITEMS from a list of [key, value] pairs."""
-    # window: a [key, value] pair's items | both referenced right after the pair's size is checked, before
-    #   either is written
+    # window: a [key, value] pair's items | both referenced after the size check, before either is written
     if type(pairs) is not list:
         raise CodecError(f"invalid pickle data: {what} must be a list of [key, value] pairs")
     _op(w, MARK)
@@ -1129,14 +1325,24 @@ cdef int _pairs(Writer* w, object pairs, Py_ssize_t depth, str what) except -1:
 
 cdef int _reduce(Writer* w, dict d, Py_ssize_t depth) except -1:
     inner, newobj, args, kwargs = reduce_parts(d)
+    callable_ = inner["callable"]
+    names = None  # a plain callable's, allowed here and written as its GLOBAL (not checked as a value)
+    if _is_checked(w, d):  # the callable of a call, checked with it
+        pass
+    elif _plain_callable(callable_):  # most calls: from the table of allowed names
+        names = (<dict>callable_)["@cls"]
+        _allow(w, ROLE_CLASS if newobj or kwargs is not None else ROLE_CALL, names[0], names[1], _REDUCE, args)
+    else:
+        _mark_checked(w, check_callable(<object>w.policy, callable_, args,
+                                        CLASS if newobj or kwargs is not None else CALL, _REDUCE))
     if kwargs is not None:  # copyreg.__newobj_ex__(cls, args, kwargs): NEWOBJ_EX as protocol 3 writes it
         _raw(w, b"ccopyreg\n__newobj_ex__\n", 23)
-        _value(w, inner["callable"], depth + 1)
+        _value(w, callable_, depth + 1) if names is None else _global(w, names[0], names[1])
         _value(w, args, depth + 1)
         _value(w, kwargs, depth + 1)
         _op2(w, TUPLE3, REDUCE)
     else:
-        _value(w, inner["callable"], depth + 1)
+        _value(w, callable_, depth + 1) if names is None else _global(w, names[0], names[1])
         _value(w, args, depth + 1)
         _op(w, NEWOBJ if newobj else REDUCE)
     _contents(w, inner.get("appends"), inner.get("items"), depth)
@@ -1149,8 +1355,7 @@ cdef int _reduce(Writer* w, dict d, Py_ssize_t depth) except -1:
 cdef int _kv_direct(Writer* w, object pairs) except -1:
     """_tuple(w, _flatten(pairs)) without the copy, for @kv pairs of plain keys and values; 0 (nothing
     written) if not such."""
-    # window: @kv pairs and their items | written only while they are scalars, whose writing runs nothing; any
-    #   other pair takes back what was written
+    # window: @kv pairs and items | written only while scalars (which run nothing); else taken back
     cdef Py_ssize_t i, n, start = w.pos
     cdef PyObject* pair
     if type(pairs) is not list:
@@ -1175,9 +1380,7 @@ cdef int _kv_direct(Writer* w, object pairs) except -1:
 
 cdef tuple _flatten(object pairs):
     """(k, v, k, v...) of the @kv pairs, each checked: what the Python twin's list holds."""
-    # window: @kv pairs and their items | the tuple is made first (if making it changed the list, the Python
-    #   twin takes the pairs as they are then), then the pairs are checked and copied in a loop that allocates
-    #   nothing
+    # window: @kv pairs and items | the tuple made first, then copied in a loop that allocates nothing
     cdef Py_ssize_t i, n = PyList_GET_SIZE(pairs) if type(pairs) is list else -1
     if n < 0:
         _python_twin()  # pairs in another iterable than a list
@@ -1200,8 +1403,7 @@ cdef tuple _flatten(object pairs):
 
 
 cdef int _btree_state(Writer* w, object state, int is_tree, Py_ssize_t depth) except -1:
-    # window: a one-key BTree state's value (`first`, borrowed) | referenced (`items`) before anything is
-    #   written
+    # window: a one-key BTree state's value (borrowed) | referenced (`items`) before anything is written
     cdef bint has_next
     cdef PyObject* first = NULL
     cdef int kind = _marker_kind(<dict>state, True, &first) if type(state) is dict else K_NONE
@@ -1242,7 +1444,7 @@ cdef int _btree_state(Writer* w, object state, int is_tree, Py_ssize_t depth) ex
 cdef int _call(Writer* w, object call) except -1:
     """A ``_encode_known.Call`` (a known type's value in a shape the C readers below do not take), as the Python
     twin's _Writer.call writes it: the arguments are scalars, globals and calls."""
-    writer = _PythonWriter(False)
+    writer = _PythonWriter(False, None)
     writer.call(call)
     return _written_by(w, writer)
 
@@ -1409,8 +1611,7 @@ cdef PyObject* _pytz_arguments(object tz) noexcept:
     """The list of a ``{"pytz": [...], "name": ...}`` zone whose items are all exact strs and ints (pytz's
     zone names and offsets: the only arguments _encode_known.tz_call takes, and code-free to write), borrowed;
     NULL for any other zone (the Python rules then say what it is, or what is wrong with it)."""
-    # window: a pytz zone's entries and argument list (borrowed) | type checks only; `_m_dt` references the
-    #   list before anything is written
+    # window: a pytz zone's entries (borrowed) | type checks only; `_m_dt` references the list
     cdef Py_ssize_t pos = 0, i
     cdef PyObject* k
     cdef PyObject* v
@@ -1465,8 +1666,7 @@ cdef int _m_date(Writer* w, object text) except -1:
 
 
 cdef int _m_td(Writer* w, object parts) except -1:
-    # window: a timedelta's three numbers | ints of 64 bits, whose writing runs nothing (`_int_in_64_bits`);
-    #   any other shape goes to `_encode_known.timedelta_call`
+    # window: a timedelta's three numbers | 64-bit ints, whose writing runs nothing; else the Python call
     cdef Py_ssize_t start = w.pos, i
     cdef PyObject* x
     if type(parts) is list and PyList_GET_SIZE(parts) == 3:
@@ -1533,8 +1733,7 @@ def _dict_items_walked(d, Py_ssize_t reopen=0):
     """[(key, value), ...] as the walk reads d (zjc_dict_next), and whether it read CPython's entries itself:
     for the tests (tests/test_dict_walk.py).  With reopen, as a zjc_dict_run reads it instead, opened again
     after every reopen items (as _plain_dict does after a value's code)."""
-    # window: a dict's entries (for the tests) | copied with references of their own into a tuple made before
-    #   the walk
+    # window: a dict's entries (for the tests) | copied with references into a tuple made before the walk
     cdef Py_ssize_t pos = 0
     cdef PyObject* k = NULL
     cdef PyObject* v = NULL
@@ -1577,15 +1776,17 @@ def _dict_pair_read(d):
 # Public functions
 # ---------------------------------------------------------------------------
 
-cdef object _verbatim(object value):
-    """The original pickle bytes of a top-level ``@pkl`` (docs/format.md, "The verbatim fallback"), else None.
-    (A key of another type than str that equals "@pkl" is not seen here: the walk hands such a key to the
-    Python twin, whose rule sees it.)"""
+cdef object _verbatim(object value, object policy):
+    """The original pickle bytes of a top-level ``@pkl`` (docs/format.md, "The verbatim fallback"), its globals
+    allowed by the policy; else None.  (A key of another type than str that equals "@pkl" is not seen here:
+    the walk hands such a key to the Python twin, whose rule sees it.)"""
     # window: the `@pkl` text (borrowed) | referenced before it is decoded
     cdef PyObject* p = _one_key_value(value, KEY_PKL)
     if p != NULL and type(<object>p) is str:
         text = <object>p  # held: decoding it allocates
-        return b64decode(text, "@pkl")
+        data = b64decode(text, "@pkl")
+        check_pickle_globals(policy, data, "a name inside a @pkl")
+        return data
     return None
 
 
@@ -1604,8 +1805,7 @@ cdef inline bint _is_empty(object s) except -1:
 cdef bint _usual_record(dict d, PyObject** cls, PyObject** state) noexcept:
     """d.get("@cls"), d.get("@s") (borrowed) of the usual record, "@cls" first, then "@s": True; else False
     (record_parts looks the keys up): a look at its two entries beats hashing."""
-    # window: a record's two values (borrowed) | exact-str keys compared; `_record` references both before any
-    #   code
+    # window: a record's two values (borrowed) | keys compared; `_record` references both before any code
     cdef PyObject* k
     cdef PyObject* k1
     return (zjc_dict_pair(d, &k, cls, &k1, state) and type(<object>k) is str and type(<object>k1) is str
@@ -1624,14 +1824,16 @@ cdef int _record_head(Writer* w, str module, str name, object args) except -1:
     return _raw(w, b"\x86.\x80\x03", 4)
 
 
-def encode_zodb_record(obj):
+def encode_zodb_record(obj, *, policy=None):
     """A ZODB record (class pickle + state pickle) from ``{"@cls": [module, name], "@s": state}``.
 
-    Raises TypeError for a non-dict argument or an unencodable Python value,
-    ValueError for malformed markers.
+    ``policy``: the globals policy (docs/security.md); the process default when None.  Raises TypeError
+    for a non-dict argument or an unencodable Python value, ValueError for malformed markers, and
+    ``GlobalRefused`` (a ValueError) for a global the policy refuses.
     """
     # a value deeper than the C walk goes: the Python twin's function
-    return zjc_call_or(_record, obj, <PyObject*>_PYTHON_TWIN, <PyObject*>_python_encode_zodb_record)
+    return zjc_encode(_record, obj, _policy_of(policy), <PyObject*>_PYTHON_TWIN, <PyObject*>_python_record,
+                      <PyObject*>_located_in_record)
 
 
 cdef inline int _record_state(Writer* w, object state, int bt) except -1:
@@ -1643,7 +1845,7 @@ cdef inline int _record_state(Writer* w, object state, int bt) except -1:
     return _op(w, STOP)
 
 
-cdef object _record(object obj):
+cdef object _record(object obj, object policy):
     """encode_zodb_record of a value within the C walk's depth; class names of str subclasses and the
     object records of docs/format.md (an empty module and name) are the Python twin's."""
     # window: the class marker's list and its two names | referenced into locals before any code
@@ -1659,7 +1861,7 @@ cdef object _record(object obj):
         module, name, state = record_parts(obj)  # other shapes, and their errors
     if type(module) is not str or type(name) is not str:
         return _python_twin()
-    verbatim = _verbatim(state)
+    verbatim = _verbatim(state, policy)
     if verbatim is not None:
         return verbatim
     if PyUnicode_GET_LENGTH(module) == 0 and PyUnicode_GET_LENGTH(name) == 0:
@@ -1669,8 +1871,10 @@ cdef object _record(object obj):
             and "@state" in <dict>state):
         args = (<dict>state)["@args"]
         state = (<dict>state)["@state"]
-    _init(&w, stack, True)
+    _init(&w, stack, True, policy)
     try:
+        if not _record_class_allowed(&w, module, name):
+            return _python_twin()  # its rules say what to do: a state it takes verbatim, or the refusal
         _record_head(&w, <str>module, <str>name, args)
         _record_state(&w, state, _btree_class(<str>module, <str>name))
         return _result(&w)
@@ -1678,11 +1882,11 @@ cdef object _record(object obj):
         _release(&w)
 
 
-cdef object _pickle(object value):
+cdef object _pickle(object value, object policy):
     """One pickle of value within the C walk's depth, references in their verbose form."""
     cdef unsigned char stack[_STACK_BUFFER]
     cdef Writer w
-    _init(&w, stack, False)
+    _init(&w, stack, False, policy)
     try:
         _op2(&w, PROTO, 3)
         _value(&w, value, 0)
@@ -1692,9 +1896,9 @@ cdef object _pickle(object value):
         _release(&w)
 
 
-def _pickle_value(value):
-    # a value deeper than the C walk goes: the Python twin's function
-    return zjc_call_or(_pickle, value, <PyObject*>_PYTHON_TWIN, <PyObject*>_python_pickle_value)
+def _pickle_value(value, policy):
+    # a value deeper than the C walk goes: the Python twin's function (public_functions locates a refusal)
+    return zjc_encode(_pickle, value, policy, <PyObject*>_PYTHON_TWIN, <PyObject*>_python_pickle_value, NULL)
 
 
 dict_to_pickle, json_to_pickle = public_functions(_pickle_value)
@@ -2059,9 +2263,8 @@ cdef int _json_dict(Reader* r, Writer* w, Py_ssize_t depth) except -1:
             return _op(w, SETITEMS)
 
 
-# The markers of real records written as they are read: references in the
-# forms decode_zodb_record_for_pg_json writes, {"@ref": "<hex>"} and
-# {"@ref": ["<hex>", "module.Name"]}, and a BTree's or bucket's @kv state.
+# The markers of real records written as they are read: references in the forms decode_zodb_record_for_pg_json
+# writes, {"@ref": "<hex>"} and {"@ref": ["<hex>", "module.Name"]}, and a BTree's or bucket's @kv state.
 # Any other spelling is left to the built value (the reader is put back).
 
 cdef inline bint _at_key(Reader* r, const char* quoted, Py_ssize_t m) noexcept:
@@ -2255,9 +2458,10 @@ cdef bint _json_class_head(Reader* r, ClassHead* head) noexcept:
 
 cdef int _global_at(Writer* w, Py_ssize_t at, const unsigned char* module, Py_ssize_t module_size,
                     const unsigned char* name, Py_ssize_t name_size, const char* tail, Py_ssize_t tail_size) except -1:
-    """GLOBAL "module\nname\n" and tail put in the output at offset at, what was written from there on moved up."""
+    """GLOBAL "module\nname\n" of a class the policy allows, and tail, put at offset at (what follows moved up)."""
     cdef Py_ssize_t size = module_size + name_size + 3 + tail_size
     cdef unsigned char* o
+    _allow_spans(w, ROLE_CLASS, module, module_size, name, name_size, _REF if tail[0] == 0x86 else _INST)
     _reserve(w, size)
     memmove(w.buf + at + size, w.buf + at, <size_t>(w.pos - at))
     o = w.buf + at
@@ -2358,9 +2562,8 @@ cdef int _json_kv_state(Reader* r, Writer* w, int is_tree) except -1:
     return _bail()
 
 
-# Duplicate keys: json.loads keeps the last value at the first key's place,
-# which the text cannot be written in the order it is read; such a dict
-# makes the reader give up.  Keys are found again by a hash of their UTF-8.
+# Duplicate keys: json.loads keeps the last value at the first key's place, which the text cannot be written
+# in the order it is read; such a dict makes the reader give up.  Keys are found again by a hash of their UTF-8.
 
 cdef inline uint64_t _key_hash(const unsigned char* s, Py_ssize_t n, Py_ssize_t serial) noexcept:
     cdef uint64_t h = 14695981039346656037ULL ^ (<uint64_t>serial * 0x9E3779B97F4A7C15ULL)
@@ -2536,7 +2739,7 @@ cdef const unsigned char* _utf8_of(object text, Py_ssize_t* n, unsigned char** s
     return scratch[0] if n[0] >= 0 else NULL
 
 
-cdef bytes _from_text(object text, bint check_utf8, str module, str name):
+cdef bytes _from_text(object text, bint check_utf8, str module, str name, object policy):
     """The record of the class module.name whose state is the JSON text (a str, or bytes: check_utf8), read in
     one pass.  None: lone surrogates in a str (the normative path says so)."""
     cdef Py_ssize_t n = 0
@@ -2544,12 +2747,13 @@ cdef bytes _from_text(object text, bint check_utf8, str module, str name):
     cdef const unsigned char* p
     cdef unsigned char stack[_STACK_BUFFER]
     cdef Writer w
-    _init(&w, stack, False)
+    _init(&w, stack, False, policy)
     try:
         p = _utf8_of(text, &n, &scratch)
         if p == NULL:
             return None
-        _init_sized(&w, stack, True, n + n // 8 + 256)
+        _init_sized(&w, stack, True, policy, n + n // 8 + 256)
+        _allow(&w, ROLE_CLASS, module, name, "the record's class")
         _op2(&w, PROTO, 3)
         _str(&w, module)
         _str(&w, name)
@@ -2557,7 +2761,7 @@ cdef bytes _from_text(object text, bint check_utf8, str module, str name):
         state = _json_top(&w, p, n, check_utf8, _btree_class(module, name))
         if state is not None:
             record = {"@cls": [module, name], "@s": state}  # own line: check-c takes a call of a dict literal for GCC C
-            return encode_zodb_record(record)
+            return encode_zodb_record(record, policy=policy)
         _op(&w, STOP)
         return _result(&w)
     finally:
@@ -2565,31 +2769,31 @@ cdef bytes _from_text(object text, bint check_utf8, str module, str name):
         PyMem_Free(scratch)
 
 
-def _one_pass_record(str class_mod not None, str class_name not None, state_json):
+def _one_pass_record(str class_mod not None, str class_name not None, state_json, policy=None):
     """encode_zodb_record_from_pg_json's one pass alone, without the normative way it falls back to on any
     error or unusual input (None: not taken).  For the tests: a fallback hides a bug of the pass from them."""
     if type(state_json) is not bytes and type(state_json) is not str:
         return None
-    return _from_text(state_json, type(state_json) is bytes, class_mod, class_name)
+    return _from_text(state_json, type(state_json) is bytes, class_mod, class_name, _policy_of(policy))
 
 
-def encode_zodb_record_from_pg_json(class_mod, class_name, state_json):
+def encode_zodb_record_from_pg_json(class_mod, class_name, state_json, *, policy=None):
     """A ZODB record from a PostgreSQL row: class module and name, and the state as JSON text.
 
-    ``state_json`` is ``str`` or UTF-8 ``bytes``/``bytearray``/``memoryview``
-    (the ``jsonb`` column fetched as text).  The result is exactly what
-    ``encode_zodb_record`` gives for ``{"@cls": [class_mod, class_name], "@s": json.loads(state_json)}``.
-    Raises TypeError for arguments of the wrong type, ValueError (naming
-    the offset) for bad JSON or UTF-8, and as encode_zodb_record for markers.
+    ``state_json`` is ``str`` or UTF-8 ``bytes``/``bytearray``/``memoryview`` (the ``jsonb`` column fetched as
+    text).  The result is exactly what ``encode_zodb_record`` gives for ``{"@cls": [class_mod, class_name],
+    "@s": json.loads(state_json)}``.  Raises TypeError for arguments of the wrong type, ValueError (naming the
+    offset) for bad JSON or UTF-8, and as encode_zodb_record for markers and globals.
     """
+    policy = _policy_of(policy)
     # A bytearray or memoryview (no driver hands one over) and the class-less record go the normative way.
     if (type(class_mod) is str and type(class_name) is str and not (_is_empty(class_mod) and _is_empty(class_name))
             and (type(state_json) is bytes or type(state_json) is str)):
         try:
-            result = _from_text(state_json, type(state_json) is bytes, <str>class_mod, <str>class_name)
+            result = _from_text(state_json, type(state_json) is bytes, <str>class_mod, <str>class_name, policy)
         except Exception:
             result = None    # the normative way gives the same bytes, or says what is wrong
         if result is not None:
             return result
-    return record_from_json(class_mod, class_name, state_json, encode_zodb_record)
+    return record_from_json(class_mod, class_name, state_json, encode_zodb_record, policy)
 

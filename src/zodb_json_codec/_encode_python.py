@@ -13,8 +13,9 @@ from __future__ import annotations
 import struct
 from typing import Any, Callable, Iterator, List, Optional
 
-from . import _encode_known, _known
+from . import _encode_known, _globals, _known
 from ._common import MAX_DEPTH, CodecError, b64decode, decimal_to_int, float_from_marker
+from ._globals import CALL, CLASS, VALUE, GlobalRefused, GlobalsPolicy, policy_argument
 from ._known import MAX_MARKER_KEYS, btree_kind, marker_kind, unescape_key
 from ._jsonread import read_json, read_json_argument
 
@@ -186,13 +187,26 @@ _SET_CLOSE = _TUPLE1 + _REDUCE
 
 
 class _Writer:
-    """Writes one pickle body; ``expand_refs`` reads the compact @ref forms of decode_zodb_record."""
+    """Writes one pickle body; ``expand_refs`` reads the compact @ref forms of decode_zodb_record.
 
-    __slots__ = ("parts", "expand_refs")
+    ``policy`` decides the globals the value names (``_globals``); ``checked`` holds the ids of the
+    ``@cls`` markers a marker writer has checked in their role already (a class given to a
+    reconstructor), which are then written without being checked again as values."""
 
-    def __init__(self, expand_refs: bool) -> None:
+    __slots__ = ("parts", "expand_refs", "policy", "checked")
+
+    def __init__(self, expand_refs: bool, policy: GlobalsPolicy) -> None:
         self.parts: List[bytes] = []
         self.expand_refs = expand_refs
+        self.policy = policy
+        self.checked: Optional[dict] = None
+
+    def mark_checked(self, markers: List[dict]) -> None:
+        """Markers checked in their role: held here, so that no other dict takes one's id meanwhile."""
+        if markers:
+            if self.checked is None:
+                self.checked = {}
+            self.checked.update((id(m), m) for m in markers)
 
     # -- scalars ---------------------------------------------------------------
 
@@ -415,10 +429,12 @@ class _Writer:
                     raise CodecError(f"JSON error: hex decode: invalid oid {v[0][:40]!r}")
                 self.write_bytes(bytes.fromhex(v[0]))
                 module, _, name = v[1].rpartition(".")
+                self.policy.check(CLASS, module, name, "the class of a reference")
                 self.write_global(module, name)
                 self.parts.append(_TUPLE2 + _BINPERSID)
                 return None
             check_generic_ref(v)
+        self.mark_checked(_globals.check_reference_classes(self.policy, v))
         return iter((v,)), _VALUES, depth + 1, _BINPERSID  # the id is one level below the @ref marker
 
     def instance(self, d: dict, depth: int) -> tuple:
@@ -429,8 +445,13 @@ class _Writer:
         state, args, kwargs, newobj = instance_parts(d)
         ap = self.parts.append
         if kwargs is not None:
-            yield from self.newobj_ex_steps({"@cls": [module, name]}, args, kwargs, depth)
+            self.policy.check(CLASS, module, name, "the class of an instance")
+            cls = {"@cls": [module, name]}
+            self.mark_checked([cls])
+            yield from self.newobj_ex_steps(cls, args, kwargs, depth)
         else:
+            reduced = not newobj or (module, name) in _FUNCTIONS_NOT_CLASSES
+            self.mark_checked(_globals.check_instance_class(self.policy, module, name, args, reduced))
             self.write_global(module, name)
             if args is None:
                 ap(_EMPTY_TUPLE)
@@ -483,6 +504,10 @@ class _Writer:
 
     def reduce_steps(self, d: dict, depth: int) -> Iterator:
         inner, newobj, args, kwargs = reduce_parts(d)
+        if self.checked is None or id(d) not in self.checked:  # else the callable of a call, checked with it
+            self.mark_checked(_globals.check_callable(self.policy, inner["callable"], args,
+                                                      CLASS if newobj or kwargs is not None else CALL,
+                                                      "the callable of a @reduce"))
         if kwargs is not None:
             yield from self.newobj_ex_steps(inner["callable"], args, kwargs, depth)
         else:
@@ -501,8 +526,11 @@ class _Writer:
         inner = d["@inst"]
         keys = set(inner) if type(inner) is dict else None
         if keys == {"@obj", "@state"}:
+            _globals.check_build_target(self.policy, inner["@obj"], "the object of an @inst")
             yield inner["@obj"], depth + 1
         elif keys == {"@callable", "@args", "@state"}:
+            self.mark_checked(_globals.check_callable(self.policy, inner["@callable"], inner["@args"], CALL,
+                                                      "the @callable of an @inst"))
             yield inner["@callable"], depth + 1
             yield inner["@args"], depth + 1
             self.parts.append(_REDUCE)
@@ -627,6 +655,8 @@ def _m_set(w: _Writer, d: dict, depth: int) -> tuple:
 
 def _m_global(w: _Writer, d: dict, depth: int) -> None:
     module, name = d["@cls"]
+    if w.checked is None or id(d) not in w.checked:
+        w.policy.check(VALUE, module, name, "a class or function kept as a value")
     w.write_global(module, name)
 
 
@@ -682,8 +712,8 @@ _WRITERS: dict = {
 }
 
 
-def _pickle(write: Callable[[_Writer], None], expand_refs: bool) -> bytes:
-    w = _Writer(expand_refs)
+def _pickle(write: Callable[[_Writer], None], expand_refs: bool, policy: GlobalsPolicy) -> bytes:
+    w = _Writer(expand_refs, policy)
     w.parts.append(_PROTO3)
     try:
         write(w)
@@ -693,31 +723,50 @@ def _pickle(write: Callable[[_Writer], None], expand_refs: bool) -> bytes:
     return b"".join(w.parts)
 
 
-def _verbatim(value: Any) -> Any:
-    """The original pickle bytes of a top-level ``@pkl`` (docs/format.md, "The verbatim fallback"), else None."""
+def _verbatim(value: Any, policy: GlobalsPolicy) -> Any:
+    """The original pickle bytes of a top-level ``@pkl`` (docs/format.md, "The verbatim fallback"), its
+    globals allowed by the policy; else None."""
     if type(value) is dict and len(value) == 1 and "@pkl" in value and type(value["@pkl"]) is str:
-        return b64decode(value["@pkl"], "@pkl")
+        data = b64decode(value["@pkl"], "@pkl")
+        _globals.check_pickle_globals(policy, data, "a name inside a @pkl")
+        return data
     return None
 
 
-def encode_zodb_record(obj: Any) -> bytes:
+def encode_zodb_record(obj: Any, *, policy: Optional[GlobalsPolicy] = None) -> bytes:
     """A ZODB record (class pickle + state pickle) from ``{"@cls": [module, name], "@s": state}``.
 
-    Raises TypeError for a non-dict argument or an unencodable Python value,
-    ValueError for malformed markers.
+    ``policy``: the globals policy (docs/security.md); the process default when None.  Raises TypeError
+    for a non-dict argument or an unencodable Python value, ValueError for malformed markers, and
+    ``GlobalRefused`` (a ValueError) for a global the policy refuses.
     """
+    policy = policy_argument(policy)
+    try:
+        return _record(obj, policy)
+    except GlobalRefused as refusal:
+        raise _globals.located_in_record(refusal, obj) from None
+
+
+def _record(obj: Any, policy: GlobalsPolicy) -> bytes:
     cls = obj.get("@cls") if type(obj) is dict else None
     if type(cls) is list and len(cls) == 2 and type(cls[0]) is str and type(cls[1]) is str:
         module, name = cls  # the common shape, checked inline: a call per record costs 3-4% on small ones
         state = obj.get("@s")
     else:
         module, name, state = record_parts(obj)
-    verbatim = _verbatim(state)
+    verbatim = _verbatim(state, policy)
     if verbatim is not None:
         return verbatim
     if module == "" and name == "" and _known.is_object_record_state(state):
         first, state = state["@obj"], state["@state"]
-        return _pickle(lambda w: w.value(first, 0), True) + _pickle(lambda w: w.value(state, 0), True)
+
+        def write_first(w: _Writer) -> None:
+            w.mark_checked(_globals.check_class_pickle(policy, first))
+            w.value(first, 0)
+
+        return _pickle(write_first, True, policy) + _pickle(lambda w: w.value(state, 0), True, policy)
+    if module or name:  # ["", ""]: the Rust codec's class of an object record, which ZODB loads as Broken
+        policy.check(CLASS, module, name, "the record's class")
     args = None
     if type(state) is dict and len(state) == 2 and "@args" in state and "@state" in state:
         args, state = state["@args"], state["@state"]
@@ -737,58 +786,68 @@ def encode_zodb_record(obj: Any) -> bytes:
         else:
             w.value(state, 0)
 
-    return _pickle(write_class, True) + _pickle(write_state, True)
+    return _pickle(write_class, True, policy) + _pickle(write_state, True, policy)
 
 
-def public_functions(pickle_value: Callable[[Any], bytes]) -> tuple:
+def public_functions(pickle_value: Callable[[Any, GlobalsPolicy], bytes]) -> tuple:
     """``dict_to_pickle`` and ``json_to_pickle`` of a twin whose ``pickle_value`` pickles one value."""
 
-    def dict_to_pickle(obj: Any) -> bytes:
+    def pickled(value: Any, policy: GlobalsPolicy) -> bytes:
+        try:
+            verbatim = _verbatim(value, policy)
+            return verbatim if verbatim is not None else pickle_value(value, policy)
+        except GlobalRefused as refusal:
+            raise _globals.located(refusal, value) from None
+
+    def dict_to_pickle(obj: Any, *, policy: Optional[GlobalsPolicy] = None) -> bytes:
         """One pickle of a marker value tree (references in their verbose form).
 
         Raises TypeError for a non-dict argument or an unencodable Python value,
-        ValueError for malformed markers.
+        ValueError for malformed markers or a global the policy refuses (as encode_zodb_record).
         """
         check_arg(obj, "obj", dict)
-        verbatim = _verbatim(obj)
-        return verbatim if verbatim is not None else pickle_value(obj)
+        return pickled(obj, policy_argument(policy))
 
-    def json_to_pickle(json_str: Any) -> bytes:
+    def json_to_pickle(json_str: Any, *, policy: Optional[GlobalsPolicy] = None) -> bytes:
         """One pickle of JSON text in the marker format (key order kept, numbers exact).
 
-        Raises TypeError for a non-str argument, ValueError for bad JSON or markers.
+        Raises TypeError for a non-str argument, ValueError for bad JSON, markers or a global the
+        policy refuses (as encode_zodb_record).
         """
         check_arg(json_str, "json_str", str)
-        value = read_json(json_str)
-        verbatim = _verbatim(value)
-        return verbatim if verbatim is not None else pickle_value(value)
+        policy = policy_argument(policy)
+        return pickled(read_json(json_str), policy)
 
     return dict_to_pickle, json_to_pickle
 
 
-def pickle_value(value: Any) -> bytes:
+def pickle_value(value: Any, policy: GlobalsPolicy) -> bytes:
     """One pickle of value (the Cython twin's for values nested deeper than its C walk goes)."""
-    return _pickle(lambda w: w.value(value, 0), False)
+    return _pickle(lambda w: w.value(value, 0), False, policy)
 
 
 dict_to_pickle, json_to_pickle = public_functions(pickle_value)
 
 
-def record_from_json(class_mod: Any, class_name: Any, state_json: Any, encode: Callable[[Any], bytes]) -> bytes:
-    """``encode({"@cls": [class_mod, class_name], "@s": <state_json read>})``: the definition of
-    ``encode_zodb_record_from_pg_json``, with its argument checks (both twins call it)."""
+def record_from_json(class_mod: Any, class_name: Any, state_json: Any, encode: Callable[..., bytes],
+                     policy: Optional[GlobalsPolicy]) -> bytes:
+    """``encode({"@cls": [class_mod, class_name], "@s": <state_json read>}, policy=policy)``: the
+    definition of ``encode_zodb_record_from_pg_json``, with its argument checks (both twins call it)."""
     check_arg(class_mod, "class_mod", str)
     check_arg(class_name, "class_name", str)
-    return encode({"@cls": [class_mod, class_name], "@s": read_json_argument(state_json, "state_json")})
+    return encode({"@cls": [class_mod, class_name], "@s": read_json_argument(state_json, "state_json")},
+                  policy=policy)
 
 
-def encode_zodb_record_from_pg_json(class_mod: Any, class_name: Any, state_json: Any) -> bytes:
+def encode_zodb_record_from_pg_json(class_mod: Any, class_name: Any, state_json: Any, *,
+                                    policy: Optional[GlobalsPolicy] = None) -> bytes:
     """A ZODB record from a PostgreSQL row: class module and name, and the state as JSON text.
 
     ``state_json`` is ``str`` or UTF-8 ``bytes``/``bytearray``/``memoryview``
     (the ``jsonb`` column fetched as text).  The result is exactly what
     ``encode_zodb_record`` gives for ``{"@cls": [class_mod, class_name], "@s": json.loads(state_json)}``.
     Raises TypeError for arguments of the wrong type, ValueError (naming
-    the offset) for bad JSON or UTF-8, and as encode_zodb_record for markers.
+    the offset) for bad JSON or UTF-8, and as encode_zodb_record for markers
+    and globals.
     """
-    return record_from_json(class_mod, class_name, state_json, encode_zodb_record)
+    return record_from_json(class_mod, class_name, state_json, encode_zodb_record, policy)

@@ -175,8 +175,7 @@ cdef int _write_utf8(Buffer* out, const unsigned char* p, Py_ssize_t n) except -
 
 
 cdef inline int _write_string(Buffer* out, str s) except -1:
-    # window: a `str`'s UTF-8 (`PyUnicode_AsUTF8AndSize`, cached in the str) | the caller holds the str; the
-    #   escaping runs no code (big ones without the GIL)
+    # window: a `str`'s cached UTF-8 | the caller holds the str; escaping runs no code
     cdef Py_ssize_t n
     cdef const unsigned char* p = <const unsigned char*>PyUnicode_AsUTF8AndSize(s, &n)
     return _write_utf8(out, p, n)
@@ -348,8 +347,7 @@ cdef enum:
 cdef str _text(Buffer* out):
     """The buffer (valid UTF-8: written from strs and the lane's checked texts) as a str; a big one decoded
     with the GIL released."""
-    # window: the writer's UTF-8 buffer | C memory of the writer alone; decoded with the GIL released for big
-    #   texts
+    # window: the writer's UTF-8 buffer | the writer's own C memory
     cdef const unsigned char* p = <const unsigned char*>out.data
     cdef Py_ssize_t n = out.size, length
     cdef Py_UCS4 maxchar

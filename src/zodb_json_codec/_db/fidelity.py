@@ -129,9 +129,19 @@ def _tz_stand_in(cls: type) -> Any:
 
 
 #: Made once, so that two loads give the identical object for these globals.
+def _bytearray_of_bytes(*args: Any) -> bytearray:
+    """bytearray() of what a pickle gives it: bytes, or Python 2's text and encoding; never a size (a number
+    from the data would make verify allocate that many bytes)."""
+    if not args or (len(args) == 1 and type(args[0]) is bytes) or (
+            len(args) == 2 and type(args[0]) is str and type(args[1]) is str):
+        return bytearray(*args)
+    raise ValueError(f"bytearray{tuple(type(a).__name__ for a in args)}: not the bytes a pickle holds")
+
+
 _REAL_OVERRIDES = {
     ("datetime", "datetime"): _tz_stand_in(datetime.datetime),
     ("datetime", "time"): _tz_stand_in(datetime.time),
+    ("builtins", "bytearray"): _bytearray_of_bytes,
 }
 
 _INERT: Dict[Tuple[str, str], type] = {}
