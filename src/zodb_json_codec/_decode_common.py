@@ -147,6 +147,18 @@ class Obj:
         self.appends: Optional[list] = None
 
 
+def may_become_a_marker(d: dict) -> bool:
+    """A plain dict that no marker is yet but may become one without another key: its "@cls" list, which
+    the memo can fill later, is what keeps it plain (the only marker test that looks into a container)."""
+    return type(d.get("@cls")) is list
+
+
+def became_markers(watched: list, dforms: Optional[dict]) -> list:
+    """The dicts of watched (may_become_a_marker's) that are marker-shaped now and still plain."""
+    return [d for d in watched
+            if not (dforms and dforms.get(id(d)) is d) and _known.marker_kind(d, True) is not None]
+
+
 def is_global(v: Any) -> bool:
     return _known.global_name(v) is not None
 

@@ -40,8 +40,9 @@ from ._common import CodecError, b64encode, bytes_argument
 from ._known import MAX_MARKER_KEYS, marker_kind
 from . import _decode_common
 from ._decode_common import (
-    EXPANSION_FLOOR, EXPANSION_PER_BYTE, Unrepresentable, check_class_names_at_offset_0, expansion_error, finish,
-    generic_call, instance_content, int_value, line_utf8, persistent_ref, weight,
+    EXPANSION_FLOOR, EXPANSION_PER_BYTE, Unrepresentable, became_markers, check_class_names_at_offset_0,
+    expansion_error, finish, generic_call, instance_content, int_value, line_utf8, may_become_a_marker,
+    persistent_ref, weight,
 )
 from ._jsontext_cython cimport pg_json_text
 from ._pickletext_cython cimport CLASS_GLOBAL, CLASS_NAMES, CLASS_NAMES_NONE, ClassForm, ClassPickle, lane_text
@@ -103,6 +104,7 @@ cdef class _Context:
     cdef int lazy_class          # what the memo's _LAZY_CLASS entry stands for (see _lazy_class_memo)
     cdef public dict objs        # id(value) -> Obj, for REDUCE/NEWOBJ results (or None)
     cdef public dict dforms      # id(dict) -> dict, dicts switched to the @d pair form (or None)
+    cdef list watched            # user dicts that may become marker-shaped (_set_items; or None)
     cdef public dict shared      # id -> value for mutable values fetched from the memo / DUP (or None)
     cdef public bint cyclic      # a shared value was mutated: the graph may have a cycle
     cdef public int flags
@@ -427,17 +429,25 @@ cdef inline object _tuple_items(object v):
 
 cdef object _btree_state(object state, bint is_tree, bint is_map):
     """_decode_known.btree_state in C: the flattened form of a BTree/bucket/set state, or the state itself."""
-    cdef list items, level, flat
+    cdef Py_ssize_t n
     if state is None:
         return None
-    found = _tuple_items(state)
+    items = _tuple_items(state)
+    if items is None:
+        return state
+    # The state's items read now, before anything is made: making a list or dict may run code (a
+    # collection's __del__) that changes the list (see _top).
+    n = len(<list>items)
+    if n != 1 and n != 2:
+        return state
+    first = (<list>items)[0]
+    second = (<list>items)[1] if n == 2 else None
+    found = _tuple_items(first)
     if found is None:
         return state
-    items = found
     if is_tree:
-        if len(items) == 1:
-            found = _tuple_items(items[0])
-            if found is not None and len(<list>found) == 1:
+        if n == 1:
+            if len(<list>found) == 1:
                 found = _tuple_items((<list>found)[0])
                 if found is not None and len(<list>found) == 1:
                     found = _tuple_items((<list>found)[0])
@@ -445,22 +455,17 @@ cdef object _btree_state(object state, bint is_tree, bint is_map):
                         out = _flat(<list>found, is_map)
                         if out is not None:
                             return out
-        elif len(items) == 2:
-            found = _tuple_items(items[0])
-            if found is not None:
-                for c in <list>found:
-                    if _only_value(c, "@ref") != NULL:
-                        return {"@children": found, "@first": items[1]}
+        else:
+            for c in <list>found:
+                if _only_value(c, "@ref") != NULL:
+                    return {"@children": found, "@first": second}
         return state
-    if len(items) == 1 or len(items) == 2:
-        found = _tuple_items(items[0])
-        if found is not None:
-            out = _flat(<list>found, is_map)
-            if out is not None:
-                if len(items) == 2:
-                    (<dict>out)["@next"] = items[1]
-                return out
-    return state
+    out = _flat(<list>found, is_map)
+    if out is None:
+        return state
+    if n == 2:
+        (<dict>out)["@next"] = second
+    return out
 
 
 cdef object _flat(list flat, bint is_map):
@@ -549,11 +554,15 @@ cdef object _fixed_offset(object tz, _Context ctx):
     parts = _pending_items((<list>items)[0], ctx, "datetime", "timedelta")
     if parts is None or len(<list>parts) != 3:
         return _UNSURE
-    for x in <list>parts:
+    cdef int64_t fields[3]
+    cdef Py_ssize_t i
+    for i in range(3):  # read into C at once: no index of the list after code may have run (see _top)
+        x = (<list>parts)[i]
         if type(x) is not int or not -1000000 < x < 1000000000:  # as offset_field, for any int
             return _UNSURE
+        fields[i] = <int64_t>x
     cdef char buf[32]
-    cdef int n = offset_text(buf, <int64_t>parts[0], <int64_t>parts[1], <int64_t>parts[2])
+    cdef int n = offset_text(buf, fields[0], fields[1], fields[2])
     if n < 0:
         return None  # not a valid datetime.timezone
     return buf[:n].decode("ascii")
@@ -571,6 +580,7 @@ cdef object _datetime_marker(list items, _Context ctx):
     cdef Py_ssize_t n = len(items)
     if n != 1 and n != 2:
         return None
+    zone = items[1] if n == 2 else None  # read before the text is made (making it may run code: see _top)
     cdef int state = _state_bytes(items[0], raw, 10)
     if state != 1:
         return _UNSURE if state == -2 else None
@@ -581,7 +591,7 @@ cdef object _datetime_marker(list items, _Context ctx):
     text = buf[:length].decode("ascii")
     if n == 1:
         return {"@dt": text}
-    offset = _fixed_offset(items[1], ctx)
+    offset = _fixed_offset(zone, ctx)
     if offset is _UNSURE:
         return _UNSURE
     if offset is None:
@@ -629,17 +639,15 @@ cdef object _recognize(object callable_, object args, _Context ctx):
                     return None
             return _untracked({"@td": _untracked(list(<list>items))})
     elif module == "decimal":
-        if name != "Decimal":
+        if name != "Decimal" or len(<list>items) != 1:
             return None
-        if len(<list>items) == 1 and _plain_text((<list>items)[0]):
-            return {"@dec": (<list>items)[0]}
-        return None
+        text = (<list>items)[0]  # read before the marker is made (making it may run code: see _top)
+        return {"@dec": text} if _plain_text(text) else None
     elif module == "builtins":
-        if name != "set" and name != "frozenset":
+        if (name != "set" and name != "frozenset") or len(<list>items) != 1:
             return None
-        if len(<list>items) == 1 and type((<list>items)[0]) is list:
-            return {"@set" if name == "set" else "@fset": (<list>items)[0]}
-        return None
+        values = (<list>items)[0]
+        return {"@set" if name == "set" else "@fset": values} if type(values) is list else None
     else:
         return None
     if known is _UNSURE:
@@ -716,13 +724,30 @@ cdef int _set_items(_Context ctx, object target, list items, Py_ssize_t pos, str
     if len(d) == 1 and _maybe_marker(d) and marker_kind(d) is not None:
         raise _err(f"invalid pickle data: {opname} on non-dict/non-object", pos)
     for i in range(0, n, 2):
+        # The size read again each step: the checks above, or a dict growing, may run code (a collection's
+        # __del__) that changed the list (see _top); key and value are held while the dict takes them.
+        if i + 1 >= PyList_GET_SIZE(items):
+            raise IndexError(i)
         k = <object>PyList_GET_ITEM(items, i)
         if type(k) is not str:
             _to_dform(ctx, d, items, i)
             return 0
-        PyDict_SetItem(d, k, <object>PyList_GET_ITEM(items, i + 1))
-    if _maybe_marker(d) and marker_kind(d, True) is not None:
-        _to_dform(ctx, d, [], 0)
+        v = <object>PyList_GET_ITEM(items, i + 1)
+        PyDict_SetItem(d, k, v)
+    if _maybe_marker(d):
+        if marker_kind(d, True) is not None:
+            _to_dform(ctx, d, [], 0)
+        elif may_become_a_marker(d):
+            if ctx.watched is None:
+                ctx.watched = []
+            ctx.watched.append(d)
+    return 0
+
+
+cdef int _check_watched(_Context ctx) except -1:
+    """As the Python twin's: dicts that became marker-shaped after they were filled become @d pairs."""
+    for d in became_markers(ctx.watched, ctx.dforms):
+        _to_dform(ctx, <dict>d, [], 0)
     return 0
 
 
@@ -821,9 +846,10 @@ cdef dict _persistent_ref(_Context ctx, object pid, Py_ssize_t pos):
     if found != NULL:
         items = <object>found
         if type(items) is list and len(<list>items) == 2:
+            klass = (<list>items)[1]  # read before refs grows (which may run code: see _top)
             if _oid_bytes(ctx, (<list>items)[0], raw):  # ZODB's (oid, class) reference
                 ctx.refs.append(<int64_t>_be64(raw))
-                ref = _compact_ref(ctx, raw, (<list>items)[1])
+                ref = _compact_ref(ctx, raw, klass)
                 return {"@ref": pid} if ref is None else ref
     return persistent_ref(ctx, pid)
 
@@ -951,8 +977,10 @@ cdef object _memo_get(_Context ctx, uint64_t idx, Py_ssize_t start):
     return _fetched(ctx, value, start)
 
 
+@cython.boundscheck(True)
 cdef object _lazy_class_entry(_Context ctx, uint64_t idx):
-    """The marker the class pickle's GLOBAL (or TUPLE2 of two names) would have memoized, made now."""
+    """The marker the class pickle's GLOBAL (or TUPLE2 of two names) would have memoized, made now.  Stored
+    with a bounds check: making it may run code (a collection's __del__) that changed the memo list."""
     if ctx.lazy_class == _LAZY_GLOBAL:
         value = _untracked({"@cls": _untracked([ctx.module, ctx.name])})
     else:
@@ -973,34 +1001,17 @@ cdef inline object _fetched(_Context ctx, object v, Py_ssize_t start):
 
 
 cdef object _fetched_any(_Context ctx, object v, Py_ssize_t start):
-    cdef PyObject* names
     if type(v) is str:
         ctx.fetched += 1 + PyUnicode_GET_LENGTH(v)
     elif type(v) is list or type(v) is dict:
-        names = _only_value(v, "@cls") if type(v) is dict else NULL
-        if names == NULL:
-            _share(ctx, v)
-            if not ctx.cyclic:  # else it may hold itself: _decode_common.finish weighs the whole value
-                ctx.fetched += _weight(v, ctx.budget - ctx.fetched)
-        else:
-            # A class marker (most of what records fetch: a GLOBAL's memo entry) cannot be mutated: SETITEMS
-            # on it is an error and BUILD wraps it in a new @inst.  Its weight, as _weight counts it.
-            ctx.fetched += _class_marker_weight(v, names, ctx.budget - ctx.fetched)
+        _share(ctx, v)
+        if not ctx.cyclic:  # else it may hold itself: _decode_common.finish weighs the whole value
+            ctx.fetched += _weight(v, ctx.budget - ctx.fetched)
     else:
         ctx.fetched += 1
     if ctx.fetched > ctx.budget:
         raise expansion_error(ctx.budget, start)
     return v
-
-
-cdef inline Py_ssize_t _class_marker_weight(object marker, PyObject* names, Py_ssize_t limit) except -1:
-    """_weight({"@cls": [module, name]}) read at once: the dict, its key, the list and the two strs."""
-    if (type(<object>names) is list and PyList_GET_SIZE(<object>names) == 2
-            and type(<object>PyList_GET_ITEM(<object>names, 0)) is str
-            and type(<object>PyList_GET_ITEM(<object>names, 1)) is str):
-        return (9 + PyUnicode_GET_LENGTH(<object>PyList_GET_ITEM(<object>names, 0))
-                + PyUnicode_GET_LENGTH(<object>PyList_GET_ITEM(<object>names, 1)))
-    return _weight(marker, limit)
 
 
 cdef struct _Part:      # a container being weighed, and where in it the walk is
@@ -1365,17 +1376,31 @@ cdef int _op_collect(_Context ctx, Py_ssize_t start, unsigned char op) except -1
 
 
 cdef inline int _op_tuple_n(_Context ctx, Py_ssize_t start, Py_ssize_t n) except -1:
-    """TUPLE1, TUPLE2, TUPLE3: the top n values as one tuple."""
+    """TUPLE1, TUPLE2, TUPLE3: the top n values as one tuple.  The items' list is made before the stack is
+    read and filled without making anything (a slice reads the size, then allocates: code a collection runs
+    there may have shrunk the stack, see _top)."""
     cdef list stack = ctx.stack
-    cdef Py_ssize_t size = PyList_GET_SIZE(stack)
+    cdef list items = [None] * n
+    cdef Py_ssize_t size = PyList_GET_SIZE(stack), i
     ctx.containers += 1
     if size < n:
         raise _err("pickle stack underflow", start)
-    items = stack[size - n:]
-    for _ in range(n - 1):
+    for i in range(n):
+        items[i] = <object>PyList_GET_ITEM(stack, size - n + i)
+    for i in range(n - 1):
         stack.pop()
     _set_top(stack, {"@t": items})
     return 0
+
+
+cdef list _first_refs(list refs, Py_ssize_t n):
+    """A copy of refs[:n], made before refs is read (see _op_tuple_n)."""
+    cdef list out = []
+    cdef Py_ssize_t i = 0
+    while i < n and i < PyList_GET_SIZE(refs):  # appending may run code that changes refs: read again
+        out.append(<object>PyList_GET_ITEM(refs, i))
+        i += 1
+    return out
 
 
 cdef inline int _push_container(_Context ctx, object value) except -1:
@@ -1431,6 +1456,8 @@ cdef object _load(bytes data, Py_ssize_t pos, _Context ctx):
             elif op == STOP:
                 if not ctx.stack:
                     raise _err("pickle stack underflow", start)
+                if ctx.watched is not None:
+                    _check_watched(ctx)
                 ctx.stop = pos
                 return _top(ctx.stack)
             elif op == LONG_BINPUT: pos = _op_binput(ctx, p, pos, end, 4)
@@ -1624,7 +1651,7 @@ cdef _Context _decode_record(object data, object names_read=None,
         if problem is not None or ctx.uncallable:
             fresh = _load_state_with_own_memo(data, pos, ctx)
             if fresh is not None:
-                fresh.refs[:0] = ctx.refs[:class_refs]
+                fresh.refs = _first_refs(ctx.refs, class_refs) + fresh.refs
                 state = fresh.state
                 ctx = fresh
             elif problem is not None:

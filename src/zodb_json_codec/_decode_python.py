@@ -24,10 +24,10 @@ from ._decode_known import NEWOBJ, newobj_ex_callable, REDUCE
 from ._known import MAX_MARKER_KEYS, btree_kind, marker_kind
 from ._decode_common import (
     DEEP_CONTAINERS, F_ESCAPED_KEY, F_EXP_FLOAT, F_FLOAT, F_NUL, F_SHALLOW, F_SURROGATE,
-    SHALLOW_CONTAINERS, Obj, Unrepresentable, check_class_names_at_offset_0, expansion_budget, expansion_error,
-    finish, float_flags, float_line, global_lines, in_state, int_line, int_value, long_line, memo_index,
-    object_record_state, persid_line, rebuilt_target, render_obj, shares_a_rebuilt, string_line, text_line,
-    unicode_line, weight,
+    SHALLOW_CONTAINERS, Obj, Unrepresentable, became_markers, check_class_names_at_offset_0, expansion_budget,
+    expansion_error, finish, float_flags, float_line, global_lines, in_state, int_line, int_value, long_line,
+    may_become_a_marker, memo_index, object_record_state, persid_line, rebuilt_target, render_obj,
+    shares_a_rebuilt, string_line, text_line, unicode_line, weight,
 )
 from ._decode_common import decode_error as _err
 from ._decode_common import eof_error as _eof
@@ -44,7 +44,7 @@ class _Context:
 
     __slots__ = ("compact", "memo", "objs", "dforms", "shared", "cyclic", "flags", "refs",
                  "unrepresentable", "uncallable", "containers", "fetched", "budget", "stack", "metastack",
-                 "rebuilt")
+                 "rebuilt", "watched")
 
     def __init__(self, compact: bool, size: int) -> None:
         self.compact = compact
@@ -63,6 +63,7 @@ class _Context:
         self.stack: list = []       # the pickle machine's stack...
         self.metastack: list = []   # ...and the stacks below its MARKs
         self.rebuilt: Optional[list] = None  # objects BUILD gave a second state (_build)
+        self.watched: Optional[list] = None  # user dicts that may become marker-shaped (_set_items)
 
 
 def _decode_utf8(raw: bytes, pos: int, ctx: _Context) -> str:
@@ -161,8 +162,20 @@ def _set_items(ctx: _Context, target: Any, items: list, pos: int, opname: str) -
             _to_dform(ctx, target, items, i)
             return
         target[k] = items[i + 1]
-    if len(target) <= MAX_MARKER_KEYS and marker_kind(target, True) is not None:
-        _to_dform(ctx, target, [], 0)
+    if len(target) <= MAX_MARKER_KEYS:
+        if marker_kind(target, True) is not None:
+            _to_dform(ctx, target, [], 0)
+        elif may_become_a_marker(target):
+            if ctx.watched is None:
+                ctx.watched = []
+            ctx.watched.append(target)
+
+
+def _check_watched(ctx: _Context) -> None:
+    """Dicts that became marker-shaped after they were filled (their "@cls" list filled later through the
+    memo) are written as @d pairs after all (docs/format.md, "Markers and user data")."""
+    for d in became_markers(ctx.watched, ctx.dforms):
+        _to_dform(ctx, d, [], 0)
 
 
 def _to_dform(ctx: _Context, target: dict, items: list, start: int) -> None:
@@ -239,6 +252,8 @@ def _load(data: bytes, pos: int, ctx: _Context) -> Tuple[Any, int]:
                 ctx.stack.append(data[pos])
                 pos += 1
             elif op == 0x2E:  # STOP
+                if ctx.watched:
+                    _check_watched(ctx)
                 break
             else:
                 pos = dispatch[op](ctx, data, pos)
@@ -602,20 +617,26 @@ def _tuple_n(n: int) -> Any:
         stack = ctx.stack
         if len(stack) < n:
             raise _err("pickle stack underflow", pos - 1)
-        items = stack[-n:]
-        del stack[-n:]
+        items = _pop_items(stack, n)
         stack.append({"@t": items})
         return pos
     return tuple_n
+
+
+def _pop_items(stack: list, n: int) -> list:
+    """The top n values of the stack, popped.  Not a slice: on CPython 3.11 and earlier a collection may
+    run inside the new list's allocation, and a __del__ that shrinks the stack then would make the slice
+    copy freed items (the interpreter's own fault); pop() reads the size each time."""
+    items = [stack.pop() for _ in range(n)]
+    items.reverse()
+    return items
 
 
 def _into_top(put: Any, opname: str, count: int) -> Any:
     def into_top(ctx: _Context, data: bytes, pos: int) -> int:
         """SETITEM(S), APPEND(S): the last count items (all since the MARK for 0) go into the value below."""
         if count:
-            stack = _need(ctx, count + 1, pos)
-            items = stack[-count:]
-            del stack[-count:]
+            items = _pop_items(_need(ctx, count + 1, pos), count)
         else:
             items = _pop_mark(ctx, pos, opname)
         put(ctx, _need(ctx, 1, pos)[-1], items, pos - 1, opname)
@@ -697,10 +718,11 @@ def _inst(ctx: _Context, data: bytes, pos: int) -> int:
 
 def _obj(ctx: _Context, data: bytes, pos: int) -> int:
     ctx.containers += 1
-    items = _pop_mark(ctx, pos, "OBJ")
-    if not items:
+    args = list(_pop_mark(ctx, pos, "OBJ"))  # a copy, not a slice (see _pop_items)
+    if not args:
         raise _err("pickle stack underflow", pos - 1)
-    ctx.stack.append(_instantiate(ctx, items[0], items[1:]))
+    klass = args.pop(0)
+    ctx.stack.append(_instantiate(ctx, klass, args))
     return pos
 
 

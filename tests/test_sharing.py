@@ -1,0 +1,221 @@
+"""Values the memo shares: what the decoders share, note and weigh alike, and dicts that change after they
+were filled (docs/format.md, "Expansion budget", "Markers and user data" and "Escaped keys").
+
+Each shape a review found, in both twins and every record decoder, and variants of it: a one-key dict
+whose key is a marker's but whose value is not the marker's (``{"@cls": 5}``) fetched before it holds
+itself; class markers fetched after the value was found to hold itself; a key spelled with protocol 0's
+escapes; a dict that becomes marker-shaped when a list it holds is filled later through the memo.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+import struct
+
+import pytest
+
+from helpers import RECORD_DECODERS, same_records
+from strictcompare import outcome, outcome_diff
+from twinloader import load_twin
+
+KLASS = pickle.dumps(("app.mod", "Kls"), 3)  # the class pickle: memo 0-2
+
+
+@pytest.fixture(scope="module")
+def twins():
+    return load_twin("python"), load_twin("cython")
+
+
+# Opcodes, by name, so that the shapes below read as the pickle machine runs them.  The shapes keep what
+# they build in a list (APPEND), not POP it: the Cython twin hands POP to the Python twin.
+def text(s: str) -> bytes:
+    raw = s.encode("utf-8", "surrogatepass")
+    return b"X" + struct.pack("<I", len(raw)) + raw
+
+
+def put(i: int) -> bytes:
+    return b"r" + struct.pack("<I", i)
+
+
+def get(i: int) -> bytes:
+    return b"j" + struct.pack("<I", i)
+
+
+EMPTY_DICT, EMPTY_LIST, MARK, SETITEM, SETITEMS, APPEND, APPENDS = b"}", b"]", b"(", b"s", b"u", b"a", b"e"
+INT5 = b"K\x05"
+
+
+def state(*ops: bytes) -> bytes:
+    return b"\x80\x03" + b"".join(ops) + b"."
+
+
+def outcomes_alike(twins, data: bytes) -> dict:
+    """Every record decoder's outcome, the same in both twins: {decoder: the Python twin's outcome}."""
+    found = {}
+    for fn in RECORD_DECODERS:
+        python, cython = (outcome(getattr(twin, fn), data) for twin in twins)
+        assert not outcome_diff(python, cython), (fn, outcome_diff(python, cython))
+        found[fn] = python
+    return found
+
+
+def verbatim(twins, data: bytes) -> None:
+    """data decodes to @pkl in every decoder of both twins, and encodes back byte for byte."""
+    for fn, result in outcomes_alike(twins, data).items():
+        assert result[0] == "ok", (fn, result)
+        value = result[1] if fn == "decode_zodb_record" else result[1][2]
+        if fn == "decode_zodb_record_for_pg_json":
+            assert '"@pkl"' in value, (fn, value[:200])
+        else:
+            assert list(value if fn != "decode_zodb_record" else value["@s"]) == ["@pkl"], (fn, value)
+    for twin in twins:
+        assert twin.encode_zodb_record(twin.decode_zodb_record(data)) == data
+
+
+# ---------------------------------------------------------------------------
+# A dict with a marker's key and another value, fetched, then made to hold itself
+# ---------------------------------------------------------------------------
+
+LOOKALIKE_VALUES = {
+    "@cls": [INT5, EMPTY_LIST, EMPTY_LIST + text("a") + APPEND, text("x")],
+    "@t": [INT5, text("x")],
+    "@ref": [],  # any value makes @ref a marker: SETITEM onto it is refused (below)
+    "@dt": [INT5, EMPTY_LIST],
+    "@s": [INT5],
+    "@inst": [],
+    "@newobj": [INT5, text("x")],
+}
+
+
+@pytest.mark.parametrize("key, value", [(k, v) for k, values in LOOKALIKE_VALUES.items() for v in values])
+def test_a_lookalike_that_holds_itself_is_verbatim(twins, key, value):
+    # {key: value}, put in the memo, then given itself under "x" by a GET of the memo.
+    data = KLASS + state(EMPTY_DICT, put(10), text(key), value, SETITEM, text("x"), get(10), SETITEM)
+    verbatim(twins, data)
+
+
+@pytest.mark.parametrize("key", ["@cls", "@t", "@s", "@dt"])
+def test_lookalikes_filled_after_they_were_fetched_are_weighed(twins, key):
+    # N dicts {key: 5}, each filled after it was fetched with two references to the next: 2**N values.
+    n = 40
+    ops = [EMPTY_LIST]
+    for i in range(n):
+        ops += [EMPTY_DICT, put(100 + i), text(key), INT5, SETITEM, APPEND]
+    for i in range(n - 1):
+        ops += [get(100 + i), MARK, text("a"), get(101 + i), text("b"), get(101 + i), SETITEMS, APPEND]
+    data = KLASS + state(*ops)
+    for fn, result in outcomes_alike(twins, data).items():
+        assert result[0] == "raised" and "expansion budget" in result[2], (fn, result)
+
+
+def test_a_class_marker_cannot_be_filled_and_a_lookalike_stays_a_dict(twins):
+    data = KLASS + state(b"cfoo\nBar\n", text("x"), INT5, SETITEM)
+    for fn, result in outcomes_alike(twins, data).items():
+        assert result[0] == "raised" and "SETITEM on non-dict" in result[2], (fn, result)
+    data = KLASS + state(EMPTY_DICT, text("@ref"), INT5, SETITEM, text("x"), INT5, SETITEM)
+    outcomes_alike(twins, data)
+    for twin in twins:
+        assert twin.decode_zodb_record(data)["@s"] == {"@d": [["@ref", 5], ["x", 5]]}
+
+
+# ---------------------------------------------------------------------------
+# Class markers fetched after the value was found to hold itself
+# ---------------------------------------------------------------------------
+
+LONG_CLASS = b"\x80\x03cm\n" + b"N" * 2000 + b"\nq\x00."
+
+
+@pytest.mark.parametrize("cycle", [True, False])
+def test_class_markers_after_a_cycle_are_weighed_as_the_python_twin_weighs_them(twins, cycle):
+    # A list that holds itself (when cycle), then 700 GETs of a class of a 2,000-character name: each weighs
+    # 2,009; the Python twin weighs nothing fetched once a shared value changed, and nor does the Cython twin.
+    ops = [EMPTY_LIST, b"q\x01"] + ([b"h\x01", APPEND] if cycle else []) + [MARK] + [b"h\x00"] * 700 + [APPENDS]
+    data = LONG_CLASS + state(*ops)
+    results = outcomes_alike(twins, data)
+    if cycle:
+        verbatim(twins, data)
+    else:
+        for fn, result in results.items():
+            assert result[0] == "raised" and "expansion budget" in result[2], (fn, result)
+
+
+# ---------------------------------------------------------------------------
+# Keys spelled with protocol 0's escapes
+# ---------------------------------------------------------------------------
+
+def unicode_line(spelling: bytes) -> bytes:
+    return b"V" + spelling + b"\n"
+
+
+# Every reserved prefix, spelled with escapes in every place, with what follows it either an escape itself
+# or not (base64 of U+0000, of a lone surrogate, of a key with a prefix, or no base64 at all).
+ESCAPED_SPELLINGS = [
+    prefix + rest
+    for prefix in (b"\\u0040ns:", b"@\\u006es:", b"@n\\u0073:", b"@ns\\u003a", b"\\u0040su:", b"@s\\u0075:",
+                   b"\\u0040\\u006e\\u0073\\u003a")
+    for rest in (b"AA==", b"7aCA", b"QG5zOnBsYWlu", b"plain")
+]
+
+
+@pytest.mark.parametrize("spelling", ESCAPED_SPELLINGS)
+def test_keys_spelled_with_escapes_are_escaped(twins, spelling):
+    data = KLASS + b"(dp0\n" + unicode_line(spelling) + b"p1\nI1\ns" + unicode_line(b"v") + b"p2\n" \
+        + unicode_line(spelling) + b"p3\ns."
+    want = pickle.loads(data[len(KLASS):])
+    key = spelling.decode("raw-unicode-escape")
+    assert want == {key: 1, "v": key}
+    outcomes_alike(twins, data)
+    for twin in twins:
+        for again in (twin.encode_zodb_record(twin.decode_zodb_record(data)),
+                      twin.encode_zodb_record_from_pg_json(*twin.decode_zodb_record_for_pg_json(data)[:3])):
+            assert same_records(data, again), (twin.name, spelling)
+
+
+# ---------------------------------------------------------------------------
+# Dicts that become marker-shaped after they were filled
+# ---------------------------------------------------------------------------
+
+def late_filled(keys: list, fill: bytes) -> bytes:
+    """A state [{"v": D}, L]: D has the given keys, its "@cls" is L, empty when D is filled, then filled (by
+    fill) through the memo."""
+    ops = [EMPTY_LIST, EMPTY_DICT, text("v"), EMPTY_DICT, MARK]
+    for key in keys:
+        ops += [text(key), EMPTY_LIST + put(20) if key == "@cls" else INT5]
+    ops += [SETITEMS, SETITEM, APPEND, get(20), fill, APPEND]
+    return KLASS + state(*ops)
+
+
+FILLS = {
+    "APPENDS": MARK + text("a") + text("b") + APPENDS,
+    "APPEND twice": text("a") + APPEND + text("b") + APPEND,
+}
+SHAPES = [["@cls"], ["@cls", "@s"], ["@cls", "@s", "@newobj"], ["@cls", "@s", "@items"],
+          ["@cls", "@s", "@newobj", "@items", "@appends"], ["@cls", "@items"]]
+
+
+@pytest.mark.parametrize("fill", FILLS)
+@pytest.mark.parametrize("keys", SHAPES, ids="+".join)
+def test_a_dict_that_becomes_marker_shaped_later_comes_back_as_a_dict(twins, keys, fill):
+    data = late_filled(keys, FILLS[fill])
+    original = pickle.Unpickler(io.BytesIO(data))
+    original.load()
+    assert original.load()[0]["v"]["@cls"] == ["a", "b"]
+    outcomes_alike(twins, data)
+    for twin in twins:
+        decoded = twin.decode_zodb_record(data)["@s"][0]["v"]
+        assert list(decoded) == ["@d"], (twin.name, decoded)
+        for again in (twin.encode_zodb_record(twin.decode_zodb_record(data)),
+                      twin.encode_zodb_record_from_pg_json(*twin.decode_zodb_record_for_pg_json(data)[:3])):
+            assert same_records(data, again), twin.name
+
+
+def test_keys_added_after_a_fetch_are_checked_again(twins):
+    # {"@s": 5} is plain when filled; a later SETITEM through the memo adds "@cls": ["a", "b"].
+    data = KLASS + state(EMPTY_LIST, EMPTY_DICT, text("v"), EMPTY_DICT, put(30), text("@s"), INT5, SETITEM,
+                         SETITEM, APPEND, get(30), text("@cls"), EMPTY_LIST, MARK, text("a"), text("b"), APPENDS,
+                         SETITEM, APPEND)
+    outcomes_alike(twins, data)
+    for twin in twins:
+        assert list(twin.decode_zodb_record(data)["@s"][0]["v"]) == ["@d"]
+        assert same_records(data, twin.encode_zodb_record(twin.decode_zodb_record(data)))
