@@ -242,3 +242,15 @@ def test_a_set_holds_what_its_list_held_at_the_call(twins, name, fill):
                       twin.encode_zodb_record_from_pg_json(*twin.decode_zodb_record_for_pg_json(data)[:3])):
             assert same_records(data, again), twin.name
 
+
+def test_a_dict_filled_twice_before_it_becomes_marker_shaped_is_made_pairs_once(twins):
+    # {"@cls": L} filled by two SETITEMs (each of which finds it may become a marker), then L filled: the
+    # dict is @d pairs once, not @d pairs of its own @d form.
+    data = KLASS + state(EMPTY_LIST, EMPTY_DICT, put(50), text("@cls"), EMPTY_LIST, put(51), SETITEM, APPEND,
+                         get(50), text("@s"), INT5, SETITEM, APPEND, get(51), FILLS["APPENDS"], APPEND)
+    outcomes_alike(twins, data)
+    for twin in twins:
+        assert twin.decode_zodb_record(data)["@s"][0] == {"@d": [["@cls", ["a", "b"]], ["@s", 5]]}, twin.name
+        for again in (twin.encode_zodb_record(twin.decode_zodb_record(data)),
+                      twin.encode_zodb_record_from_pg_json(*twin.decode_zodb_record_for_pg_json(data)[:3])):
+            assert same_records(data, again), twin.name
