@@ -38,10 +38,33 @@ from typing import Dict, List, Optional, Tuple
 
 HERE = Path(__file__).resolve().parent
 TESTS = HERE.parent / "tests"
-#: No answer from the worker for this long: a hang.
-HANG_SECONDS = float(os.environ.get("HUNT_HANG_SECONDS", "60"))
+#: No answer from the worker for this long: a hang (a record whose round trips write megabytes takes 15 s
+#: of the oracle on an idle machine, longer on a busy one).
+HANG_SECONDS = float(os.environ.get("HUNT_HANG_SECONDS", "180"))
 #: The worker's address space (a runaway allocation is a MemoryError, not the machine's memory).
 WORKER_MEMORY = int(os.environ.get("HUNT_WORKER_MB", "4096")) << 20
+#: This tree's fidelity module: the oracle, whichever codec is hunted.
+FIDELITY = HERE.parent / "src" / "zodb_json_codec" / "_db" / "fidelity.py"
+
+
+def use_this_trees_oracle() -> None:
+    """The tests' modules on the path, and this tree's fidelity in place of the hunted codec's.
+
+    A hunt of another tree (PYTHONPATH=OTHER/src, e.g. an older commit) takes the generator and the oracle
+    from here: an older fidelity's stand-ins may not load what the generator writes (SETITEM on an object)
+    nor compare all it holds.  fidelity imports only the standard library.
+    """
+    import importlib.util
+    if str(TESTS) not in sys.path:
+        sys.path.insert(0, str(TESTS))
+    import zodb_json_codec._db as db
+    if Path(db.__file__).resolve().parent == FIDELITY.parent.resolve() or "zodb_json_codec._db.fidelity" in sys.modules:
+        return
+    spec = importlib.util.spec_from_file_location("zodb_json_codec._db.fidelity", FIDELITY)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    db.fidelity = module
 
 
 # ---------------------------------------------------------------------------
@@ -51,7 +74,7 @@ WORKER_MEMORY = int(os.environ.get("HUNT_WORKER_MB", "4096")) << 20
 def worker(collect: bool) -> None:
     import resource
     resource.setrlimit(resource.RLIMIT_AS, (WORKER_MEMORY, WORKER_MEMORY))
-    sys.path.insert(0, str(TESTS))
+    use_this_trees_oracle()
     from picklegen import generate_record, random_choices, replayed_choices
     from recordoracle import RECORD_DECODERS, Failure, Twins, check_record, collected_outcome
     from twinloader import twin_functions
@@ -202,16 +225,14 @@ def collections_of(choices) -> List[int]:
 
 def record_of(answers: List[int]) -> bytes:
     """The record the generator writes from these answers (as the worker does)."""
-    if str(TESTS) not in sys.path:
-        sys.path.insert(0, str(TESTS))
+    use_this_trees_oracle()
     from picklegen import generate_record, replayed_choices
     return generate_record(replayed_choices(answers))
 
 
 def answers_of(seed: int, collect: bool) -> List[int]:
     """The answers the worker's generator drew for the seed (to replay a record whose worker died)."""
-    if str(TESTS) not in sys.path:
-        sys.path.insert(0, str(TESTS))
+    use_this_trees_oracle()
     from picklegen import generate_record, random_choices
     choices = random_choices(random.Random(seed))
     generate_record(choices)
