@@ -589,12 +589,15 @@ COLLECTED_INSIDE = textwrap.dedent('''
         pairs = [[f"k{{i:02d}}", {{"v": i}}] for i in range(12)]
         encode_while(lambda: (pairs.__delitem__(slice(1, None)), pairs[0].clear()),
                      {{"@cls": ["BTrees.OOBTree", "OOBucket"], "@s": {{"@kv": pairs}}}})
+    elif case == "a pair emptied while its big int key is written":
+        pair = [big(), "value-" + "v" * 40]
+        encode_while(pair.clear, {{"v": {{"@d": [pair, [1, 2]]}}}}, "dict_to_pickle")
     print("survived")
 ''')
 
 COLLECTED_CASES = ["big int among a dict's values", "big int among a list's items", "big int key among @kv pairs",
                    "big ints in @td", "big int among a pytz zone's arguments", "a reference's class name freed",
-                   "@kv pairs shrunk"]
+                   "@kv pairs shrunk", "a pair emptied while its big int key is written"]
 
 
 @pytest.mark.parametrize("case", COLLECTED_CASES)

@@ -172,3 +172,43 @@ def test_the_compiled_side_is_within_its_budget():
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "twin-size"), "--check"], capture_output=True,
                           text=True)
     assert done.returncode == 0, done.stdout
+
+
+def test_every_window_says_why_it_is_safe_and_the_table_is_current():
+    """docs/design.md, "Where Python code can run": each function of the compiled twins that reads through a
+    borrowed reference, an unchecked index or a raw buffer has its '# window:' comment, and the table is
+    the one scripts/windows_table.py makes from them."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "windows_table.py"), "--check"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_window_scan_finds_what_it_is_for(tmp_path, monkeypatch):
+    """The scan flags a borrowed read, an unchecked index and a raw buffer without a comment, and takes a
+    bounds-checked function's index as a window too: a new window cannot go unsaid."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("windows_table", ROOT / "scripts" / "windows_table.py")
+    windows = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "windows_table", windows)  # dataclasses look their module up
+    spec.loader.exec_module(windows)
+    source = tmp_path / "_probe.pyx"
+    source.write_text(
+        "cdef object borrowed(list items):\n    return <object>PyList_GET_ITEM(items, 0)\n\n\n"
+        "cdef object unchecked(list items):\n    return items[1]\n\n\n"
+        "cdef object raw(str s):\n    return PyUnicode_DATA(s)[0]\n\n\n"
+        "@cython.boundscheck(True)\ncdef object checked(_Context ctx):\n    return ctx.memo[2]\n\n\n"
+        "cdef object said(list items):\n    # window: items | nothing runs\n    return items[0]\n\n\n"
+        "cdef object plain(object x):\n    return x\n", encoding="utf-8")
+    found = {fn.name: (fn.reads, fn.note) for fn in windows.scan(source)[0]}
+    assert found == {
+        "borrowed": (["PyList_GET_ITEM"], None),
+        "unchecked": (["unchecked list index"], None),
+        "raw": (["raw buffer"], None),
+        "checked": (["bounds-checked list index"], None),
+        "said": (["unchecked list index"], "items | nothing runs"),
+    }

@@ -55,6 +55,19 @@ class _PythonTwin(Exception):
     """What only the Python twin reads (rare opcodes, far memo indices): the public function hands it the
     whole input (docs/design.md, "Two twins")."""
 
+# Where Python code can run: each function that reads through a borrowed reference, an unchecked
+# index or a raw buffer says in a '# window:' comment what it holds and why that is safe
+# (scripts/windows_table.py checks them and makes docs/design.md's table of them).  Kinds used more than once:
+# window kind pickle_bytes: the pickle's bytes (`p`, read by the opcode handlers) | an exact, immutable `bytes`
+#   the caller holds for the whole call
+# window kind new_text: the characters of a `str` it has just made | nothing else can reach the new str before
+#   it is returned; what is copied in is the pickle's bytes or C memory
+# window kind stack_top: the stack's last slot | the size read again at each use and an empty stack an error: a
+#   REDUCE's Python rules or a collection may have run since the handler's own check
+# window kind one_key_dict: the key and value of a one-key dict (borrowed from the dict) | compared by type and
+#   identity, or referenced (`<object>` into a local), before anything is made or called
+
+
 cdef extern from "Python.h":
     ctypedef unsigned char Py_UCS1
     # PyUnicode_DecodeUTF8 without Cython's error check: NULL with the error set
@@ -67,6 +80,7 @@ cdef extern from "Python.h":
     object PyLong_FromVoidPtr(void* p)
     void PyObject_GC_UnTrack(void* op)
     int PyObject_IS_GC(PyObject* op)
+    int PyObject_GC_IsTracked(object op)
 
 # The decoder flags, as in _decode_common (checked at import below).
 cdef enum:
@@ -202,6 +216,8 @@ cdef inline bint _shareable(const unsigned char* p, Py_ssize_t n, Py_ssize_t* sl
 
 cdef str _shared_ascii(const unsigned char* p, Py_ssize_t n, Py_ssize_t slot):
     """The str of the n ASCII bytes at p (_shareable's), from its slot of the table when it is there."""
+    # window: an entry of the table of shared texts (`_shared_texts[slot]`, borrowed) | making a str runs no
+    #   code (the collector starts only where a container is made), so the entry released is the one read
     cdef PyObject* old = _shared_texts[slot]
     if old != NULL and PyUnicode_GET_LENGTH(<object>old) == n and memcmp(PyUnicode_1BYTE_DATA(<object>old), p, n) == 0:
         return <str>old
@@ -239,6 +255,8 @@ cdef inline int _clear_decode_error() except -1:
 
 cdef inline str _owned(PyObject* s):
     """The str of a new reference (Cython's cast adds one: give it back)."""
+    # window: a new reference handed over (`PyObject*`) | Cython's cast takes a second one, which is given
+    #   back: no count drops to zero
     cdef str result = <str>s
     Py_DECREF(result)
     return result
@@ -246,6 +264,7 @@ cdef inline str _owned(PyObject* s):
 
 cdef str _b64(const unsigned char* p, Py_ssize_t n):
     """Standard base64 with padding, as binascii.b2a_base64(newline=False) writes it."""
+    # window: new_text
     cdef str out = PyUnicode_New(ZJC_B64_LENGTH(n), 127)
     zjc_b64_encode(p, n, PyUnicode_1BYTE_DATA(out))
     return out
@@ -309,6 +328,7 @@ cdef inline object _id(object v):
 
 cdef inline PyObject* _only_key(object v, PyObject** value) noexcept:
     """The key (borrowed) of v if v is a dict of one entry, its value in *value; else NULL: no hashing."""
+    # window: one_key_dict
     cdef Py_ssize_t i = 0
     cdef PyObject* k
     if type(v) is not dict or len(<dict>v) != 1 or not PyDict_Next(<dict>v, &i, &k, value):
@@ -319,11 +339,13 @@ cdef inline PyObject* _only_key(object v, PyObject** value) noexcept:
 cdef inline bint _is_key(PyObject* k, str key) noexcept:
     """k == key for a key this decoder made: an exact str (a marker's is the module's own constant, so mostly the
     same object); a key of any other type equals no str."""
+    # window: a dict's key (borrowed) | identity, type and an exact str's compare: nothing runs
     return k == <PyObject*>key or (type(<object>k) is str and <str>k == key)
 
 
 cdef inline PyObject* _only_value(object v, str key) noexcept:
     """v[key] (borrowed) if v is a dict of that one key, else NULL."""
+    # window: one_key_dict
     cdef PyObject* x
     cdef PyObject* k = _only_key(v, &x)
     return x if k != NULL and _is_key(k, key) else NULL
@@ -348,6 +370,7 @@ cdef class _CObj:
 
 cdef bint _may_be_callable(_Context ctx, object value):
     """A class, a reference, or an object built by the pickle: anything else cannot be called."""
+    # window: one_key_dict
     cdef PyObject* x
     cdef PyObject* k
     if type(value) is not dict:
@@ -381,6 +404,7 @@ cdef void _render(_CObj obj, _Context ctx) except *:
 
 cdef object _global_names(object v):
     """(module, name) of a {"@cls": [module, name]}, as _known.global_name."""
+    # window: one_key_dict
     cdef PyObject* found = _only_value(v, "@cls")
     if found == NULL:
         return None
@@ -421,6 +445,7 @@ cdef dict _content(_CObj obj, _Context ctx):
 
 cdef inline object _tuple_items(object v):
     """As _known.tuple_items: the items list of a {"@t": [...]}, else None."""
+    # window: one_key_dict
     cdef PyObject* found = _only_value(v, "@t")
     if found != NULL and type(<object>found) is list:
         return <object>found
@@ -429,6 +454,8 @@ cdef inline object _tuple_items(object v):
 
 cdef object _btree_state(object state, bint is_tree, bint is_map):
     """_decode_known.btree_state in C: the flattened form of a BTree/bucket/set state, or the state itself."""
+    # window: a state's items list (unchecked indexes) | its items read into locals right after its size is
+    #   read, before any list or dict is made
     cdef Py_ssize_t n
     if state is None:
         return None
@@ -469,6 +496,8 @@ cdef object _btree_state(object state, bint is_tree, bint is_map):
 
 
 cdef object _flat(list flat, bint is_map):
+    # window: a bucket's flat items list | its size read again before each pair (making a pair list may run
+    #   code)
     cdef Py_ssize_t n = len(flat), i
     cdef list pairs
     if not is_map:
@@ -506,6 +535,7 @@ cdef Py_ssize_t _b64_small(object v, unsigned char* out, Py_ssize_t cap):
 
     -1: not such a marker (no bytes); -2: a text this fast path does not read (ask binascii).
     """
+    # window: one_key_dict
     cdef PyObject* found = _only_value(v, "@b")
     if found == NULL:
         return -1
@@ -523,6 +553,7 @@ cdef Py_ssize_t _b64_small(object v, unsigned char* out, Py_ssize_t cap):
 
 cdef inline bint _plain_text(object s):
     """As _decode_known._plain_text: ASCII without U+0000."""
+    # window: an exact `str`'s characters | `memchr` only
     if type(s) is not str or not PyUnicode_IS_ASCII(s):
         return False
     cdef Py_ssize_t n = PyUnicode_GET_LENGTH(s)
@@ -531,6 +562,7 @@ cdef inline bint _plain_text(object s):
 
 cdef object _pending_items(object v, _Context ctx, str module, str name):
     """Args items of an unbuilt REDUCE of module.name (as _decode_known._pending_call), else None."""
+    # window: an unbuilt object (`ctx.objs`'s entry, borrowed) | referenced (`<_CObj>` into a local) at once
     if type(v) is not dict or not ctx.objs:
         return None
     cdef PyObject* found = PyDict_GetItem(ctx.objs, _id(v))
@@ -548,6 +580,8 @@ cdef object _pending_items(object v, _Context ctx, str module, str name):
 cdef object _fixed_offset(object tz, _Context ctx):
     """"+HH:MM" of timezone(timedelta(d, s, us)) as _decode_known._tz_marker writes it; None: no zone;
     _UNSURE: another zone shape."""
+    # window: a timezone's and a timedelta's argument lists | sizes checked, then every item read into a C
+    #   array before anything is made
     items = _pending_items(tz, ctx, "datetime", "timezone")
     if items is None or len(<list>items) != 1:
         return _UNSURE
@@ -576,6 +610,8 @@ cdef inline int _state_bytes(object item, unsigned char* raw, Py_ssize_t size) e
 
 
 cdef object _datetime_marker(list items, _Context ctx):
+    # window: a datetime call's argument list | both items read right after its size is read, before the text
+    #   is made
     cdef unsigned char raw[10]
     cdef Py_ssize_t n = len(items)
     if n != 1 and n != 2:
@@ -600,6 +636,7 @@ cdef object _datetime_marker(list items, _Context ctx):
 
 
 cdef object _date_marker(list items):
+    # window: a date call's argument list | its one item read right after its size is read
     cdef unsigned char raw[4]
     if len(items) != 1:
         return None
@@ -615,6 +652,8 @@ cdef object _date_marker(list items):
 
 cdef object _recognize(object callable_, object args, _Context ctx):
     """_decode_known.recognize_reduce: the usual shapes here, the rest by it."""
+    # window: a known call's argument list | each item read right after its size is read, before the marker
+    #   that holds it is made
     names = _global_names(callable_)
     if names is None:
         return None
@@ -660,6 +699,8 @@ cdef object _recognize(object callable_, object args, _Context ctx):
 
 
 cdef object _obj_of(_Context ctx, object value):
+    # window: an object under construction (`ctx.objs`'s entry, borrowed) | referenced (`<_CObj>`) before it is
+    #   returned
     if type(value) is not dict or not ctx.objs:
         return None
     cdef PyObject* found = PyDict_GetItem(ctx.objs, _id(value))
@@ -684,6 +725,7 @@ cdef int _share(_Context ctx, object value) except -1:
 
 cdef inline bint _maybe_marker(dict d):
     """False when marker_kind(d) is surely None: its first key is not a str starting with "@"."""
+    # window: a dict's first key | a type and a character compared; nothing runs
     cdef Py_ssize_t n = len(d), i = 0
     cdef PyObject* key
     cdef PyObject* val
@@ -695,6 +737,7 @@ cdef inline bint _maybe_marker(dict d):
 
 cdef inline bint _at_text(PyObject* k) noexcept:
     """k is a str starting with "@"."""
+    # window: a dict's key (borrowed) | a type and a character compared; nothing runs
     return type(<object>k) is str and PyUnicode_GET_LENGTH(<object>k) > 0 and PyUnicode_READ_CHAR(<object>k, 0) == 64
 
 
@@ -706,6 +749,8 @@ cdef inline bint _at_text(PyObject* k) noexcept:
 # that changes the list (see _top); an index past its end is an IndexError, which _load reports.
 @cython.boundscheck(True)
 cdef int _set_items(_Context ctx, object target, list items, Py_ssize_t pos, str opname) except -1:
+    # window: the SETITEM(S) items list | bounds-checked where pairs are made; in the loop, the size read again
+    #   before each pair and key and value held while the dict takes them
     cdef Py_ssize_t n = len(items), i
     cdef dict d
     cdef list pairs
@@ -757,6 +802,8 @@ cdef int _check_watched(_Context ctx) except -1:
 
 @cython.boundscheck(True)
 cdef void _to_dform(_Context ctx, dict target, list items, Py_ssize_t start) except *:
+    # window: the rest of a SETITEMS items list | indexed with bounds checks while pairs are made (an item
+    #   gone is an IndexError, which _load reports)
     cdef list pairs = [[k, v] for k, v in target.items()]
     cdef Py_ssize_t i
     for i in range(start, len(items), 2):
@@ -786,6 +833,7 @@ cdef int _append(_Context ctx, object target, list items, Py_ssize_t pos, str op
 
 cdef inline bint _no_container(list items) noexcept:
     """No item of items can hold a reference (strs, ints, floats, None...: no type the collector walks)."""
+    # window: a list's items | `PyObject_IS_GC` only
     cdef Py_ssize_t i
     for i in range(PyList_GET_SIZE(items)):
         if PyObject_IS_GC(PyList_GET_ITEM(items, i)):
@@ -810,6 +858,7 @@ cdef inline object _untracked(object container):
 
 
 cdef str _hex(const unsigned char* raw, Py_ssize_t n):
+    # window: new_text
     cdef str out = PyUnicode_New(2 * n, 127)
     zjc_hex_encode(raw, n, PyUnicode_1BYTE_DATA(out))
     return out
@@ -823,6 +872,8 @@ cdef object _ref_class_text(_Context ctx, object klass):
     each by the memo's same marker.  The list and both names are compared by identity, so a list changed
     since is read again.
     """
+    # window: the cached class names list and its two names | compared by identity with no code between; else
+    #   read through `_global_names`
     cdef PyObject* found = _only_value(klass, "@cls")
     if found == NULL:
         return None
@@ -844,6 +895,7 @@ cdef object _ref_class_text(_Context ctx, object klass):
 
 cdef dict _persistent_ref(_Context ctx, object pid, Py_ssize_t pos):
     """The @ref marker of a persistent id; its oid goes into refs as ZODB's referencesf finds it."""
+    # window: a pid tuple's items list | both items read right after its size is checked, before `refs` grows
     cdef unsigned char raw[8]
     cdef object items = None
     cdef PyObject* found = _only_value(pid, "@t")
@@ -861,6 +913,7 @@ cdef dict _persistent_ref(_Context ctx, object pid, Py_ssize_t pos):
 cdef inline bint _oid_bytes(_Context ctx, object first, unsigned char* raw) noexcept:
     """Is first the {"@b": ...} of 8 bytes (an oid)?  If so, they are in raw: the bytes SHORT_BINBYTES just
     read when first is their marker, else read back from its base64 (an oid from the memo)."""
+    # window: one_key_dict
     if ctx.oid_text is not None and _only_value(first, "@b") == <PyObject*>ctx.oid_text:
         memcpy(raw, ctx.oid_raw, 8)
         return True
@@ -905,6 +958,7 @@ cdef bint _fused_ref(_Context ctx, const unsigned char* p, Py_ssize_t pos) excep
     {"@t": [...]}.  Its memo entry is _LAZY_PID, which a GET hands to the Python twin (ZODB's pickles never
     GET it): two containers fewer per reference, which the memo held until the end, and which the
     collector's young-generation trigger counted (docs/design.md, "Containers the collector skips")."""
+    # window: the stack's top two values | referenced into locals at once, after the size check
     cdef list stack = ctx.stack
     cdef Py_ssize_t size = PyList_GET_SIZE(stack)
     cdef unsigned char raw[8]
@@ -948,6 +1002,7 @@ cdef object _LAZY_PID = object()  # a fused reference's pid tuple, which only th
 cdef int _memo_put(_Context ctx, uint64_t idx, object value) except -1:
     """memo[idx] = value in a list while indices are dense; the Python twin takes a record with a far one
     (its memo keeps them in a dict: no memory bomb)."""
+    # window: a memo slot (`memo[idx]`) | the index compared with the size just read; nothing runs between
     cdef list memo = ctx.memo
     cdef Py_ssize_t n = PyList_GET_SIZE(memo), i
     if idx < <uint64_t>n:
@@ -965,6 +1020,8 @@ cdef int _memo_put(_Context ctx, uint64_t idx, object value) except -1:
 
 
 cdef object _memo_get(_Context ctx, uint64_t idx, Py_ssize_t start):
+    # window: a memo entry (borrowed) | referenced before `_fetched` (which may allocate) or
+    #   `_lazy_class_entry`
     cdef list memo = ctx.memo
     cdef PyObject* found = NULL
     if idx < <uint64_t>PyList_GET_SIZE(memo):
@@ -985,6 +1042,8 @@ cdef object _memo_get(_Context ctx, uint64_t idx, Py_ssize_t start):
 cdef object _lazy_class_entry(_Context ctx, uint64_t idx):
     """The marker the class pickle's GLOBAL (or TUPLE2 of two names) would have memoized, made now.  Stored
     with a bounds check: making it may run code (a collection's __del__) that changed the memo list."""
+    # window: the memo slot it fills | stored with a bounds check after the marker is made (an entry gone is an
+    #   IndexError, which _load reports)
     if ctx.lazy_class == _LAZY_GLOBAL:
         value = _untracked({"@cls": _untracked([ctx.module, ctx.name])})
     else:
@@ -1005,17 +1064,39 @@ cdef inline object _fetched(_Context ctx, object v, Py_ssize_t start):
 
 
 cdef object _fetched_any(_Context ctx, object v, Py_ssize_t start):
+    cdef Py_ssize_t weight
     if type(v) is str:
         ctx.fetched += 1 + PyUnicode_GET_LENGTH(v)
     elif type(v) is list or type(v) is dict:
-        _share(ctx, v)
+        weight = _own_class_marker_weight(v)
+        if weight < 0:
+            _share(ctx, v)
         if not ctx.cyclic:  # else it may hold itself: _decode_common.finish weighs the whole value
-            ctx.fetched += _weight(v, ctx.budget - ctx.fetched)
+            ctx.fetched += weight if weight >= 0 else _weight(v, ctx.budget - ctx.fetched)
     else:
         ctx.fetched += 1
     if ctx.fetched > ctx.budget:
         raise expansion_error(ctx.budget, start)
     return v
+
+
+cdef Py_ssize_t _own_class_marker_weight(object v) noexcept:
+    """The weight of a class marker this decoder made (a GLOBAL's: most of what records fetch), -1 for any
+    other value.  Such a marker is never shared: nothing can change it (SETITEM(S) on it is an error, BUILD
+    wraps it, and its list is reachable through it alone), so noting it would note nothing (the Python twin
+    shares it, to the same effect).  Told from a user's dict of the same shape by the collector: the decoder
+    untracks the dict and the list it makes (_untracked), a pickle's own list is always tracked, and a dict
+    holding one is tracked too."""
+    # window: a class marker's names list and its two names (borrowed) | types, tracking and lengths read;
+    #   nothing runs
+    cdef PyObject* names = _only_value(v, "@cls")
+    if (names == NULL or PyObject_GC_IsTracked(<object>v) or type(<object>names) is not list
+            or PyObject_GC_IsTracked(<object>names) or PyList_GET_SIZE(<object>names) != 2
+            or type(<object>PyList_GET_ITEM(<object>names, 0)) is not str
+            or type(<object>PyList_GET_ITEM(<object>names, 1)) is not str):
+        return -1
+    return (9 + PyUnicode_GET_LENGTH(<object>PyList_GET_ITEM(<object>names, 0))
+            + PyUnicode_GET_LENGTH(<object>PyList_GET_ITEM(<object>names, 1)))
 
 
 cdef struct _Part:      # a container being weighed, and where in it the walk is
@@ -1038,6 +1119,9 @@ cdef Py_ssize_t _tree_weight(object value, Py_ssize_t limit) noexcept:
     past it; -1 for a value of more than _WEIGHED_DEPTH nested lists and dicts, which it does not walk.  The
     decoder's own lists and dicts, read in place by index and PyDict_Next: nothing that runs code, no Python
     object made, and an explicit stack of _WEIGHED_DEPTH parts."""
+    # window: the decoder's own lists and dicts, in an explicit stack | no code runs in it: `PyDict_Next`,
+    #   indexing, a C array (a value too deep for it `_weight` hands to `_decode_common.weight` whole, and
+    #   reads nothing after)
     cdef _Part parts[_WEIGHED_DEPTH]
     cdef Py_ssize_t top = 0, total = 1
     cdef PyObject* node
@@ -1074,6 +1158,7 @@ cdef Py_ssize_t _tree_weight(object value, Py_ssize_t limit) noexcept:
 
 cdef inline Py_ssize_t _leaf_weight(PyObject* x) noexcept:
     """1, and a string's length in code points."""
+    # window: a value _tree_weight reached (borrowed) | a type and a str's length read; nothing runs
     if type(<object>x) is str:
         return 1 + PyUnicode_GET_LENGTH(<object>x)
     return 1
@@ -1106,6 +1191,7 @@ cdef int _underflow() except -1:
 
 
 cdef inline object _top(list stack):
+    # window: stack_top
     if PyList_GET_SIZE(stack) == 0:
         _underflow()
     return <object>PyList_GET_ITEM(stack, PyList_GET_SIZE(stack) - 1)
@@ -1122,6 +1208,7 @@ cdef inline list _pop_mark(_Context ctx, Py_ssize_t start, str opname):
 
 
 cdef inline int _set_top(list stack, object value) except -1:
+    # window: stack_top
     if PyList_GET_SIZE(stack) == 0:
         _underflow()
     stack[PyList_GET_SIZE(stack) - 1] = value
@@ -1383,6 +1470,8 @@ cdef inline int _op_tuple_n(_Context ctx, Py_ssize_t start, Py_ssize_t n) except
     """TUPLE1, TUPLE2, TUPLE3: the top n values as one tuple.  The items' list is made before the stack is
     read and filled without making anything (a slice reads the size, then allocates: code a collection runs
     there may have shrunk the stack, see _top)."""
+    # window: the stack's top n values | the tuple's list made first, then the values copied with the size read
+    #   once and nothing made in between
     cdef list stack = ctx.stack
     cdef list items = [None] * n
     cdef Py_ssize_t size = PyList_GET_SIZE(stack), i
@@ -1399,6 +1488,7 @@ cdef inline int _op_tuple_n(_Context ctx, Py_ssize_t start, Py_ssize_t n) except
 
 cdef list _first_refs(list refs, Py_ssize_t n):
     """A copy of refs[:n], made before refs is read (see _op_tuple_n)."""
+    # window: `refs`'s first n items | the size read again before each item (appending may run code)
     cdef list out = []
     cdef Py_ssize_t i = 0
     while i < n and i < PyList_GET_SIZE(refs):  # appending may run code that changes refs: read again
@@ -1414,6 +1504,7 @@ cdef inline int _push_container(_Context ctx, object value) except -1:
 
 cdef object _load(bytes data, Py_ssize_t pos, _Context ctx):
     """Run the pickle machine from pos to the first STOP: its value (ctx.stop: the offset after it)."""
+    # window: pickle_bytes
     cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(data)
     cdef Py_ssize_t end = PyBytes_GET_SIZE(data), start = pos
     cdef unsigned char op
@@ -1499,6 +1590,7 @@ cdef object _finish(object value, _Context ctx, Py_ssize_t start):
 
 cdef bint _has_escape_prefix(bytes data):
     """b"@ns:" in data or b"@su:" in data, in one pass."""
+    # window: pickle_bytes
     cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(data)
     cdef const unsigned char* end = p + PyBytes_GET_SIZE(data)
     cdef const unsigned char* at
@@ -1550,6 +1642,7 @@ cdef object _usual_class_names(bytes data, ClassPickle* klass):
       encoded:   PROTO 2|3, BINUNICODE module, BINUNICODE name, TUPLE2, NONE, TUPLE2, STOP (what
                  encode_zodb_record writes: every record a storage copies from a jsonb storage has it)
     The names are non-empty printable ASCII, which every way of reading them gives alike."""
+    # window: pickle_bytes
     cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(data)
     cdef Py_ssize_t end = PyBytes_GET_SIZE(data), a, b
     if end < 8 or p[0] != PROTO or (p[1] != 2 and p[1] != 3):
@@ -1608,6 +1701,7 @@ cdef Py_ssize_t _name_end(const unsigned char* p, Py_ssize_t pos, Py_ssize_t end
 cdef inline str _ascii(const unsigned char* p, Py_ssize_t n):
     """The str of n ASCII bytes, copied in (the UTF-8 decoder would look at each byte again); shared between
     records (_shared_ascii) when it is short: a class's names come again in every record of the class."""
+    # window: new_text
     cdef Py_ssize_t slot
     if _shareable(p, n, &slot):
         return _shared_ascii(p, n, slot)

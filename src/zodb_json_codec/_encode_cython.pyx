@@ -36,6 +36,19 @@ from ._encode_python import (
 )
 from ._known import MAX_MARKER_KEYS
 
+# Where Python code can run: each function that reads through a borrowed reference, an unchecked
+# index or a raw buffer says in a '# window:' comment what it holds and why that is safe
+# (scripts/windows_table.py checks them and makes docs/design.md's table of them).  Kinds used more than once:
+# window kind str_chars: a `str`'s characters (`PyUnicode_DATA`, `zjc_ascii_chars`) | the str is held by the
+#   caller and immutable; what runs before the last read is C and the writer's own buffer (growing it makes a
+#   `bytes`, which the collector does not track)
+# window kind json_text covers r.p: the JSON text's UTF-8 (`r.p`) | an exact `bytes` or `str` (a `bytearray` or
+#   `memoryview` goes the normative way) held by the caller, immutable, also across the GIL released for long
+#   strings
+# window kind writer_bytes: the `bytes` object the writer fills in place (`w.owner`) | referenced by the writer
+#   alone until `_result` hands it over; making a `bytes` starts no collection
+
+
 cdef extern from "Python.h":
     bint PyUnicode_IS_ASCII(object o)
     Py_ssize_t PyDict_GET_SIZE(object o)
@@ -216,6 +229,7 @@ cdef inline void _init(Writer* w, unsigned char* stack, bint expand_refs) noexce
 cdef int _init_sized(Writer* w, unsigned char* stack, bint expand_refs, Py_ssize_t expected) except -1:
     """_init, with the output written straight into a bytes object when it will outgrow the stack buffer: large
     results are not copied once more at the end."""
+    # window: writer_bytes
     _init(w, stack, expand_refs)
     if expected > _STACK_BUFFER:
         w.owner = zjc_new_bytes(NULL, expected)
@@ -235,6 +249,7 @@ cdef int _grow(Writer* w, Py_ssize_t need) except -1:
     _FIRST_HEAP_BUFFER bytes, not twice the stack array: a record that outgrows the stack is mostly one of
     tens of KB, and each doubling on the way there copied all written so far (a tenth of a 1,000-key dict's
     encode)."""
+    # window: writer_bytes
     cdef Py_ssize_t cap = w.cap
     if w.owner == NULL and cap < _FIRST_HEAP_BUFFER:
         cap = _FIRST_HEAP_BUFFER
@@ -357,6 +372,7 @@ cdef inline bint _int_in_64_bits(Writer* w, object v) except -1:
 cdef int _m_bi(Writer* w, object text) except -1:
     """The int of an @bi text: a magnitude of up to 64 bits read here (the ints applications store past int64:
     unsigned 64-bit ones), the rest, and every error, as _common.decimal_to_int."""
+    # window: str_chars
     cdef const unsigned char* p
     cdef Py_ssize_t n, i
     cdef uint64_t magnitude = 0, most = ~(<uint64_t>0)
@@ -439,6 +455,7 @@ cdef int _bytes(Writer* w, bytes raw) except -1:
 
 cdef inline int _str(Writer* w, str s) except -1:
     """BINUNICODE of an exact str."""
+    # window: str_chars
     cdef Py_ssize_t n
     cdef const unsigned char* chars = zjc_ascii_chars(<PyObject*>s, &n)
     if chars != NULL and <uint64_t>n < _U32_LIMIT:
@@ -481,6 +498,7 @@ cdef int _str_utf8(Writer* w, str s) except -1:
     """BINUNICODE of a str that is not ASCII, its UTF-8 made straight into the output and not kept (a storage
     encodes what json.loads just made: CPython's encoder would take a character a step, allocate the copy
     and keep it)."""
+    # window: str_chars
     cdef Py_ssize_t start, size, n
     cdef int kind
     zjc_unicode_ready(s)
@@ -502,6 +520,7 @@ cdef int _str_utf8(Writer* w, str s) except -1:
 cdef int _global(Writer* w, object module, object name) except -1:
     """GLOBAL of a class whose module and name are ASCII strs without a newline; any other (rare: a name that is
     not ASCII, or an error) as the Python twin writes it."""
+    # window: str_chars
     if (type(module) is str and type(name) is str and PyUnicode_IS_ASCII(module) and PyUnicode_IS_ASCII(name)
             and memchr(PyUnicode_DATA(module), 10, <size_t>PyUnicode_GET_LENGTH(module)) == NULL
             and memchr(PyUnicode_DATA(name), 10, <size_t>PyUnicode_GET_LENGTH(name)) == NULL):
@@ -518,6 +537,7 @@ cdef int _global(Writer* w, object module, object name) except -1:
 cdef int _global_dotted(Writer* w, str dotted) except -1:
     """GLOBAL of ``module.Name`` split at its last dot (the compact @ref class); the Python twin writes a name
     that is not ASCII."""
+    # window: str_chars
     cdef Py_ssize_t n = PyUnicode_GET_LENGTH(dotted), i, at
     cdef unsigned char* o
     cdef const unsigned char* p = <const unsigned char*>PyUnicode_DATA(dotted)
@@ -614,6 +634,7 @@ _fill_key_table()
 
 cdef int _key(object k) noexcept:
     """The Key of an exact str, or -1 if it is not one of them."""
+    # window: str_chars
     if not PyUnicode_IS_ASCII(k):
         return -1
     return _key_of(<const char*>PyUnicode_DATA(k), PyUnicode_GET_LENGTH(k))
@@ -688,6 +709,8 @@ cdef inline bint _wanted(int want, object v, bint btree) noexcept:
 
 
 cdef int _one_key_kind(PyObject* k, PyObject* v, bint btree) noexcept:
+    # window: a one-key dict's key and value (borrowed) | types, an exact str's characters and sizes compared;
+    #   nothing runs
     cdef int key
     if not _at_str(k):
         return K_NONE
@@ -699,6 +722,7 @@ cdef int _one_key_kind(PyObject* k, PyObject* v, bint btree) noexcept:
 
 cdef inline bint _at_str(PyObject* k) noexcept:
     """``type(k) is str and k[:1] == "@"``."""
+    # window: str_chars
     cdef Py_ssize_t n
     cdef const unsigned char* chars
     if type(<object>k) is not str:
@@ -710,6 +734,8 @@ cdef inline bint _at_str(PyObject* k) noexcept:
 
 
 cdef inline bint _is_cls_value(object v) noexcept:
+    # window: a class marker's two names (borrowed) | type checks only (Cython's `isinstance` with `str` is
+    #   `PyUnicode_Check`)
     return (type(v) is list and PyList_GET_SIZE(v) == 2
             and isinstance(<object>PyList_GET_ITEM(v, 0), str)
             and isinstance(<object>PyList_GET_ITEM(v, 1), str))
@@ -720,6 +746,8 @@ cdef int _marker_kind(dict d, bint btree, PyObject** first) noexcept:
 
     *first is set to the value of a one-key dict (borrowed), saving a lookup.
     """
+    # window: a dict's keys and values (`zjc_dict_next`), `*first` | types and exact-str keys compared; a
+    #   one-key dict's value handed back borrowed, which `_marker`'s callers reference before any code
     cdef Py_ssize_t n = PyDict_GET_SIZE(d), pos = 0
     cdef PyObject* k = NULL
     cdef PyObject* v = NULL
@@ -763,6 +791,8 @@ cdef int _marker_kind(dict d, bint btree, PyObject** first) noexcept:
 
 cdef inline PyObject* _one_key_value(object v, int key) noexcept:
     """The value of v if v is a dict of one entry whose key is the exact str of that Key, borrowed; else NULL."""
+    # window: a one-key dict's value (borrowed) | its callers compare its type, or reference it, before any
+    #   code
     cdef Py_ssize_t pos = 0
     cdef PyObject* k = NULL
     cdef PyObject* x = NULL
@@ -845,6 +875,8 @@ cdef inline int _scalar(Writer* w, object v) except -1:
 
 cdef inline int _list_items(Writer* w, list v, Py_ssize_t depth) except -1:
     """Each item of v at depth, read as a list iterator reads them: a value's own code may change v."""
+    # window: a list's items | scalars (whose writing runs nothing) read through the list's reference, others
+    #   referenced first; the size read again each step
     cdef Py_ssize_t i = 0
     while i < PyList_GET_SIZE(v):
         if not _scalar(w, <object>PyList_GET_ITEM(v, i)):  # as in _plain_dict: no code runs for these
@@ -855,6 +887,9 @@ cdef inline int _list_items(Writer* w, list v, Py_ssize_t depth) except -1:
 
 
 cdef int _tuple(Writer* w, object items, Py_ssize_t depth) except -1:
+    # window: a tuple's items, or a list's size for TUPLE1/2/3 | a native tuple cannot change and its holder
+    #   (`_marker`'s local) keeps it; a list's items go through `_list_items`, and an item's code that resizes
+    #   it gives a tuple opcode of the old size, as in the Python twin
     cdef Py_ssize_t n = len(items), i
     if n == 0:
         return _op(w, EMPTY_TUPLE)
@@ -871,6 +906,10 @@ cdef int _tuple(Writer* w, object items, Py_ssize_t depth) except -1:
 
 
 cdef int _plain_dict(Writer* w, dict d, Py_ssize_t depth) except -1:
+    # window: the run's pointers into the dict's table (`zjc_dict_run_next`) | only values whose writing runs
+    #   nothing are taken so: exact strs (their UTF-8 made in C, `_str_utf8`), ints of 64 bits, floats, the
+    #   three constants; anything else referenced first, after which the dict's size is checked and its run
+    #   opened again
     cdef Py_ssize_t pos = 0, size = PyDict_GET_SIZE(d), left = size
     cdef PyObject* kp
     cdef PyObject* xp
@@ -902,6 +941,7 @@ cdef int _plain_dict(Writer* w, dict d, Py_ssize_t depth) except -1:
 
 cdef inline int _plain_key(Writer* w, PyObject* k) except -1:
     """Writes k if it is an exact str the PostgreSQL form did not escape: 1; else 0, nothing written."""
+    # window: str_chars
     cdef Py_ssize_t n
     cdef const unsigned char* chars
     if type(<object>k) is not str:
@@ -918,6 +958,8 @@ cdef inline int _plain_key(Writer* w, PyObject* k) except -1:
 
 cdef int _marker(Writer* w, dict d, int kind, PyObject* first, Py_ssize_t depth) except -1:
     """The markers of _encode_python._MARKERS; first is the value of a one-key marker, as d[key] gives it."""
+    # window: a one-key marker's value (`first`, borrowed from the dict) | referenced (`value`) before anything
+    #   is written
     cdef object value = <object>first if first != NULL else None  # our own reference while code may run
     if kind == KEY_REF:
         return _ref(w, value, depth)
@@ -969,6 +1011,7 @@ cdef int _rare_marker(Writer* w, dict d, int kind, Py_ssize_t depth) except -1:
 
 cdef int _b64(Writer* w, object text, str what) except -1:
     """Bytes of a strict base64 text; anything the C decoder refuses goes to _common.b64decode."""
+    # window: str_chars
     cdef Py_ssize_t n, size, start
     cdef const unsigned char* p
     if type(text) is str and PyUnicode_IS_ASCII(text):
@@ -988,6 +1031,7 @@ cdef int _b64(Writer* w, object text, str what) except -1:
 
 cdef int _hex_bytes(Writer* w, str text) except -1:
     """Bytes of an oid's hex digits: 1 written, 0 (nothing written) if _known.is_hex refuses the text."""
+    # window: str_chars
     cdef Py_ssize_t start = w.pos
     cdef const unsigned char* digits = <const unsigned char*>PyUnicode_DATA(text)
     if PyUnicode_IS_ASCII(text) and _write_oid(w, digits, PyUnicode_GET_LENGTH(text)):
@@ -998,6 +1042,8 @@ cdef int _hex_bytes(Writer* w, str text) except -1:
 
 cdef int _ref(Writer* w, object v, Py_ssize_t depth) except -1:
     """``{"@ref": v}`` at depth: its id is one level below it."""
+    # window: a reference's oid and class name | referenced (`oid`, `dotted`) before anything is written: the
+    #   name's UTF-8 may raise for a lone surrogate
     if _one_key_value(v, KEY_REF) != NULL:
         return _python_twin()  # a reference whose id is a reference (no report set has one)
     if w.expand_refs and type(v) is str and _hex_bytes(w, <str>v):
@@ -1067,14 +1113,17 @@ cdef int _contents(Writer* w, object appends, object items, Py_ssize_t depth) ex
 
 cdef int _pairs(Writer* w, object pairs, Py_ssize_t depth, str what) except -1:
     """MARK key value ... SETITEMS from a list of [key, value] pairs."""
+    # window: a [key, value] pair's items | both referenced right after the pair's size is checked, before
+    #   either is written
     if type(pairs) is not list:
         raise CodecError(f"invalid pickle data: {what} must be a list of [key, value] pairs")
     _op(w, MARK)
     for pair in <list>pairs:
         if type(pair) is not list or PyList_GET_SIZE(pair) != 2:
             raise CodecError(f"invalid pickle data: {what} must be a list of [key, value] pairs")
-        _value(w, (<list>pair)[0], depth + 1)
-        _value(w, (<list>pair)[1], depth + 1)
+        key, value = (<list>pair)[0], (<list>pair)[1]  # both held: writing the key may run code that changes pair
+        _value(w, key, depth + 1)
+        _value(w, value, depth + 1)
     return _op(w, SETITEMS)
 
 
@@ -1100,6 +1149,8 @@ cdef int _reduce(Writer* w, dict d, Py_ssize_t depth) except -1:
 cdef int _kv_direct(Writer* w, object pairs) except -1:
     """_tuple(w, _flatten(pairs)) without the copy, for @kv pairs of plain keys and values; 0 (nothing
     written) if not such."""
+    # window: @kv pairs and their items | written only while they are scalars, whose writing runs nothing; any
+    #   other pair takes back what was written
     cdef Py_ssize_t i, n, start = w.pos
     cdef PyObject* pair
     if type(pairs) is not list:
@@ -1124,6 +1175,9 @@ cdef int _kv_direct(Writer* w, object pairs) except -1:
 
 cdef tuple _flatten(object pairs):
     """(k, v, k, v...) of the @kv pairs, each checked: what the Python twin's list holds."""
+    # window: @kv pairs and their items | the tuple is made first (if making it changed the list, the Python
+    #   twin takes the pairs as they are then), then the pairs are checked and copied in a loop that allocates
+    #   nothing
     cdef Py_ssize_t i, n = PyList_GET_SIZE(pairs) if type(pairs) is list else -1
     if n < 0:
         _python_twin()  # pairs in another iterable than a list
@@ -1146,6 +1200,8 @@ cdef tuple _flatten(object pairs):
 
 
 cdef int _btree_state(Writer* w, object state, int is_tree, Py_ssize_t depth) except -1:
+    # window: a one-key BTree state's value (`first`, borrowed) | referenced (`items`) before anything is
+    #   written
     cdef bint has_next
     cdef PyObject* first = NULL
     cdef int kind = _marker_kind(<dict>state, True, &first) if type(state) is dict else K_NONE
@@ -1324,6 +1380,7 @@ cdef bint _zoned_call(Writer* w, const char* call, Py_ssize_t call_size, const u
 
 
 cdef int _m_dt(Writer* w, object text, object tz, Py_ssize_t depth) except -1:
+    # window: str_chars
     cdef const unsigned char* p
     cdef Py_ssize_t n, end
     cdef uint8_t state[10]
@@ -1352,6 +1409,8 @@ cdef PyObject* _pytz_arguments(object tz) noexcept:
     """The list of a ``{"pytz": [...], "name": ...}`` zone whose items are all exact strs and ints (pytz's
     zone names and offsets: the only arguments _encode_known.tz_call takes, and code-free to write), borrowed;
     NULL for any other zone (the Python rules then say what it is, or what is wrong with it)."""
+    # window: a pytz zone's entries and argument list (borrowed) | type checks only; `_m_dt` references the
+    #   list before anything is written
     cdef Py_ssize_t pos = 0, i
     cdef PyObject* k
     cdef PyObject* v
@@ -1376,6 +1435,7 @@ cdef PyObject* _pytz_arguments(object tz) noexcept:
 
 
 cdef int _m_time(Writer* w, dict d) except -1:
+    # window: str_chars
     cdef const unsigned char* p
     cdef Py_ssize_t n, end
     cdef uint8_t state[6]
@@ -1390,6 +1450,7 @@ cdef int _m_time(Writer* w, dict d) except -1:
 
 
 cdef int _m_date(Writer* w, object text) except -1:
+    # window: str_chars
     cdef const unsigned char* p
     cdef Py_ssize_t n, end
     cdef uint8_t state[4]
@@ -1404,6 +1465,8 @@ cdef int _m_date(Writer* w, object text) except -1:
 
 
 cdef int _m_td(Writer* w, object parts) except -1:
+    # window: a timedelta's three numbers | ints of 64 bits, whose writing runs nothing (`_int_in_64_bits`);
+    #   any other shape goes to `_encode_known.timedelta_call`
     cdef Py_ssize_t start = w.pos, i
     cdef PyObject* x
     if type(parts) is list and PyList_GET_SIZE(parts) == 3:
@@ -1430,6 +1493,7 @@ cdef int _uuid_head(Writer* w) except -1:
 
 
 cdef int _m_uuid(Writer* w, object text) except -1:
+    # window: str_chars
     cdef const unsigned char* p
     cdef uint8_t raw[16]
     cdef uint64_t hi = 0, lo = 0
@@ -1469,6 +1533,8 @@ def _dict_items_walked(d, Py_ssize_t reopen=0):
     """[(key, value), ...] as the walk reads d (zjc_dict_next), and whether it read CPython's entries itself:
     for the tests (tests/test_dict_walk.py).  With reopen, as a zjc_dict_run reads it instead, opened again
     after every reopen items (as _plain_dict does after a value's code)."""
+    # window: a dict's entries (for the tests) | copied with references of their own into a tuple made before
+    #   the walk
     cdef Py_ssize_t pos = 0
     cdef PyObject* k = NULL
     cdef PyObject* v = NULL
@@ -1494,6 +1560,7 @@ def _dict_items_walked(d, Py_ssize_t reopen=0):
 def _dict_pair_read(d):
     """[(key, value), (key, value)] as zjc_dict_pair reads d, or None where it leaves d to the walk: for the
     tests (tests/test_dict_walk.py)."""
+    # window: a dict's two entries (for the tests) | referenced into locals before any tuple or list is made
     cdef PyObject* k0 = NULL
     cdef PyObject* v0 = NULL
     cdef PyObject* k1 = NULL
@@ -1514,9 +1581,11 @@ cdef object _verbatim(object value):
     """The original pickle bytes of a top-level ``@pkl`` (docs/format.md, "The verbatim fallback"), else None.
     (A key of another type than str that equals "@pkl" is not seen here: the walk hands such a key to the
     Python twin, whose rule sees it.)"""
+    # window: the `@pkl` text (borrowed) | referenced before it is decoded
     cdef PyObject* p = _one_key_value(value, KEY_PKL)
     if p != NULL and type(<object>p) is str:
-        return b64decode(<object>p, "@pkl")
+        text = <object>p  # held: decoding it allocates
+        return b64decode(text, "@pkl")
     return None
 
 
@@ -1535,6 +1604,8 @@ cdef inline bint _is_empty(object s) except -1:
 cdef bint _usual_record(dict d, PyObject** cls, PyObject** state) noexcept:
     """d.get("@cls"), d.get("@s") (borrowed) of the usual record, "@cls" first, then "@s": True; else False
     (record_parts looks the keys up): a look at its two entries beats hashing."""
+    # window: a record's two values (borrowed) | exact-str keys compared; `_record` references both before any
+    #   code
     cdef PyObject* k
     cdef PyObject* k1
     return (zjc_dict_pair(d, &k, cls, &k1, state) and type(<object>k) is str and type(<object>k1) is str
@@ -1575,6 +1646,7 @@ cdef inline int _record_state(Writer* w, object state, int bt) except -1:
 cdef object _record(object obj):
     """encode_zodb_record of a value within the C walk's depth; class names of str subclasses and the
     object records of docs/format.md (an empty module and name) are the Python twin's."""
+    # window: the class marker's list and its two names | referenced into locals before any code
     cdef unsigned char stack[_STACK_BUFFER]
     cdef Writer w
     cdef PyObject* p
@@ -2438,6 +2510,7 @@ cdef object _json_top(Writer* w, const unsigned char* p, Py_ssize_t n, bint chec
 cdef const unsigned char* _utf8_of(object text, Py_ssize_t* n, unsigned char** scratch) except? NULL:
     """The UTF-8 the reader reads: a bytes object's own, an ASCII str's own characters, else written into
     *scratch (the caller frees it); NULL: lone surrogates."""
+    # window: str_chars
     cdef int kind
     cdef Py_ssize_t length
     cdef const void* data

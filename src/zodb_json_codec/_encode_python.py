@@ -473,8 +473,9 @@ class _Writer:
         for pair in pairs:
             if type(pair) is not list or len(pair) != 2:
                 raise CodecError(f"invalid pickle data: {what} must be a list of [key, value] pairs")
-            yield pair[0], depth
-            yield pair[1], depth
+            key, value = pair  # both taken now, as the Cython twin takes them: writing the key may run code
+            yield key, depth
+            yield value, depth
         ap(_SETITEMS)
 
     def reduce(self, d: dict, depth: int) -> tuple:

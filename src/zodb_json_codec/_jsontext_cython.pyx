@@ -175,6 +175,8 @@ cdef int _write_utf8(Buffer* out, const unsigned char* p, Py_ssize_t n) except -
 
 
 cdef inline int _write_string(Buffer* out, str s) except -1:
+    # window: a `str`'s UTF-8 (`PyUnicode_AsUTF8AndSize`, cached in the str) | the caller holds the str; the
+    #   escaping runs no code (big ones without the GIL)
     cdef Py_ssize_t n
     cdef const unsigned char* p = <const unsigned char*>PyUnicode_AsUTF8AndSize(s, &n)
     return _write_utf8(out, p, n)
@@ -182,6 +184,7 @@ cdef inline int _write_string(Buffer* out, str s) except -1:
 
 cdef int _write_int(Buffer* out, object v) except -1:
     """Decimal digits of an int, as int.__repr__ writes them."""
+    # window: a big int's `repr` text's UTF-8 | the text is a local made here
     cdef int overflow = 0
     cdef long long x = PyLong_AsLongLongAndOverflow(v, &overflow)
     cdef unsigned long long u
@@ -230,6 +233,7 @@ cdef int _write_float(Buffer* out, double x) noexcept nogil:
 cdef int _float_text(Buffer* out, double x) noexcept:
     """The rare float _write_float's loop cannot spell, as the Python twin spells it (_common.float_text);
     1 for NaN and infinities, -1 when memory runs out."""
+    # window: a float's `repr` text's UTF-8 | the text is a local made here
     cdef Py_ssize_t n
     cdef const char* p
     if isnan(x) or isinf(x):
@@ -344,6 +348,8 @@ cdef enum:
 cdef str _text(Buffer* out):
     """The buffer (valid UTF-8: written from strs and the lane's checked texts) as a str; a big one decoded
     with the GIL released."""
+    # window: the writer's UTF-8 buffer | C memory of the writer alone; decoded with the GIL released for big
+    #   texts
     cdef const unsigned char* p = <const unsigned char*>out.data
     cdef Py_ssize_t n = out.size, length
     cdef Py_UCS4 maxchar

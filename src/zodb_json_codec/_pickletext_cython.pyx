@@ -454,8 +454,7 @@ cdef Py_ssize_t _class_entry(Lane* lane, Py_ssize_t index) noexcept nogil:
 
 
 cdef int _call(Lane* lane, Kind kind) noexcept nogil:
-    """REDUCE (K_CALL) or NEWOBJ (K_NEW) of a class and a tuple: a node with the tuple's items as its
-    arguments."""
+    """REDUCE (K_CALL) or NEWOBJ (K_NEW) of a class and a tuple: a node with the tuple's items as arguments."""
     cdef Py_ssize_t top = lane.stack.count, klass, args, i
     if top - 2 < _fence(lane):
         return -1
@@ -571,10 +570,9 @@ cdef Py_ssize_t _read_state(Lane* lane, Py_ssize_t pos) noexcept nogil:
 
 
 # ---------------------------------------------------------------------------
-# Writing the nodes as JSON text, without the GIL.  The writers return 1 for
-# what turns out not to be the lane's; when memory runs out, out.failed is set
-# and the lane declines too (the decoder then raises MemoryError if memory stays
-# short).
+# Writing the nodes as JSON text, without the GIL.  The writers return 1 for what turns out not to be
+# the lane's; when memory runs out, out.failed is set and the lane declines too (the decoder then
+# raises MemoryError if memory stays short).
 # ---------------------------------------------------------------------------
 
 cdef struct Out:
@@ -1034,6 +1032,7 @@ cdef object lane_text(bytes data, ClassPickle* klass, int btree, list refs, Py_s
     None: not for the lane.  budget: the record's expansion budget (_decode_common.expansion_budget).
     The walk and the writing touch no Python object: for a record of NOGIL_RECORD bytes and more they run
     with the GIL released, so that threads storing big objects run at once."""
+    # window: the pickle's bytes, without the GIL | an exact `bytes` the caller holds; the lane's C touches no object
     cdef Lane lane
     cdef Out out
     cdef bint taken
