@@ -19,8 +19,8 @@ fuzz_decode: a varied subset of the public and wikipedia corpus records
 fuzz_json: the decode_zodb_record_for_pg_json texts of those records after
   a first line "#module name" (the class for encode_zodb_record_from_pg_json),
   some pickle_to_json texts, malformed JSON and malformed markers.
-fuzz_values: byte strings from a fixed seed (the harness builds its values
-  from whatever bytes it gets).
+fuzz_values, fuzz_structure: byte strings from a fixed seed (the harnesses
+  build their values, their records, from whatever bytes they get).
 """
 
 from __future__ import annotations
@@ -265,8 +265,20 @@ def write(harness: str, blobs, clean: bool) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clean", action="store_true", help="remove each harness's seeds first")
+    parser.add_argument("--only", action="append", metavar="HARNESS", help="only this harness's seeds (repeatable)")
     args = parser.parse_args()
+    wanted = set(args.only or ["fuzz_decode", "fuzz_json", "fuzz_values", "fuzz_structure"])
 
+    rnd = random.Random(20240501)
+    if "fuzz_values" in wanted:
+        write("fuzz_values", [bytes(rnd.randrange(256) for _ in range(rnd.choice([16, 64, 256, 1024, 4096])))
+                              for _ in range(60)], args.clean)
+    rnd = random.Random(20250050)
+    if "fuzz_structure" in wanted:
+        write("fuzz_structure", [bytes(rnd.randrange(256) for _ in range(rnd.choice([64, 256, 1024, 4096])))
+                                 for _ in range(40)], args.clean)
+    if not wanted & {"fuzz_decode", "fuzz_json"}:
+        return
     records = corpus_records() + generated_records()
     states = []
     for data in records[::3]:
@@ -275,11 +287,10 @@ def main() -> None:
         except ValueError:
             pass
     hand_made = badinput_pickles() + crash_safety_pickles() + deep_pickles()
-    write("fuzz_decode", records + states + hand_made, args.clean)
-    write("fuzz_json", json_seeds(records), args.clean)
-    rnd = random.Random(20240501)
-    write("fuzz_values", [bytes(rnd.randrange(256) for _ in range(rnd.choice([16, 64, 256, 1024, 4096])))
-                          for _ in range(60)], args.clean)
+    if "fuzz_decode" in wanted:
+        write("fuzz_decode", records + states + hand_made, args.clean)
+    if "fuzz_json" in wanted:
+        write("fuzz_json", json_seeds(records), args.clean)
 
 
 if __name__ == "__main__":

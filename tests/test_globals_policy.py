@@ -328,7 +328,7 @@ def test_standard_refuses_no_record_of_the_corpora(name):
             continue
         for named in globals_named(record["@s"], tuple(record["@cls"])):
             for mode, policy in policies.items():
-                if policy.decision(named.role, named.module, named.name, named.args) is not None:
+                if policy.decision(named.role, named.module, named.name, named.args, named.method) is not None:
                     refused[mode].append((oid, named.role, f"{named.module}.{named.name}", named.path))
     assert refused["standard"] == []
     if name in ("plone", "wikipedia"):

@@ -154,9 +154,17 @@ def may_become_a_marker(d: dict) -> bool:
 
 
 def became_markers(watched: list, dforms: Optional[dict]) -> list:
-    """The dicts of watched (may_become_a_marker's) that are marker-shaped now and still plain."""
-    return [d for d in watched
-            if not (dforms and dforms.get(id(d)) is d) and _known.marker_kind(d, True) is not None]
+    """The dicts of watched (may_become_a_marker's) that are marker-shaped now and still plain, each once
+    (a dict filled twice is watched twice: made @d pairs twice, it would be pairs of its own @d form)."""
+    found: list = []
+    seen: set = set()
+    for d in watched:
+        if id(d) in seen:
+            continue
+        seen.add(id(d))
+        if not (dforms and dforms.get(id(d)) is d) and _known.marker_kind(d, True) is not None:
+            found.append(d)
+    return found
 
 
 def is_global(v: Any) -> bool:

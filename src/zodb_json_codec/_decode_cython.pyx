@@ -674,7 +674,11 @@ cdef object _recognize(object callable_, object args, _Context ctx):
         if (name != "set" and name != "frozenset") or len(<list>items) != 1:
             return None
         values = (<list>items)[0]
-        return {"@set" if name == "set" else "@fset": values} if type(values) is list else None
+        if type(values) is not list:
+            return None
+        # A copy (list() reads the size after it allocated): the set holds what the list held at the call;
+        # the pickle may fill the list later through the memo.
+        return {"@set" if name == "set" else "@fset": list(values)}
     else:
         return None
     if known is _UNSURE:

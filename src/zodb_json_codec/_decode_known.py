@@ -65,7 +65,8 @@ def recognize_reduce(callable_: Any, args: Any, objs: dict) -> Optional[dict]:
         return None
     if module == "builtins" and name in ("set", "frozenset"):
         if len(items) == 1 and type(items[0]) is list:
-            return {"@set" if name == "set" else "@fset": items[0]}
+            # A copy: the set holds what the list held at the call; the pickle may fill the list later.
+            return {"@set" if name == "set" else "@fset": list(items[0])}
     return None
 
 

@@ -299,10 +299,12 @@ class GlobalsPolicy:
             reason = "its arguments are not the shape the ecosystem calls it with"
         raise GlobalRefused(role, module, name, reason, context, allow_line)
 
-    def decision(self, role: str, module: str, name: str, args: Any = None) -> Optional[str]:
-        """None when allowed, else the reason (for the audit).  A name with a dot is a class's method."""
+    def decision(self, role: str, module: str, name: str, args: Any = None, method: bool = False) -> Optional[str]:
+        """None when allowed, else the reason (for the audit).  method: name is "Class.method", a getattr call."""
         try:
-            name, attribute = _method(name)
+            attribute = None
+            if method:
+                name, attribute = _method(name)
             self.check(role, module, name, "", args, attribute)
         except GlobalRefused as refusal:
             return refusal.reason
@@ -586,39 +588,77 @@ def check_pickle_globals(policy: GlobalsPolicy, data: bytes, context: str) -> No
         policy._pickles.add(data)
 
 
+_OPCODES = {op.code.encode("latin-1")[0]: op for op in pickletools.opcodes}
+_TEXTS = {"SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE"}
+_MEMO_ONLY = {"MEMOIZE", "PUT", "BINPUT", "LONG_BINPUT", "FRAME"}  # they leave the pushed strings in place
+
+
 def pickle_globals(data: bytes, context: str = "a name inside a @pkl") -> Iterator[Tuple[str, str]]:
-    """(module, name) of each global the pickles of data name: their GLOBAL and INST lines, and the
-    STACK_GLOBAL of two literal strings just before it.  An extension code, or a STACK_GLOBAL of names that
-    are not literal, is a GlobalRefused (no policy can know what they name); bad pickles a CodecError."""
-    pos = 0
-    while pos < len(data):
-        texts: List[Any] = []
-        try:
-            for op, arg, at in pickletools.genops(data[pos:]):
-                if op.name in ("GLOBAL", "INST"):
-                    module, _, name = arg.partition(" ")
-                    yield module, name
-                elif op.name == "STACK_GLOBAL":
-                    if len(texts) < 2 or texts[-1] is None or texts[-2] is None:
-                        raise GlobalRefused(CALL, "", "<STACK_GLOBAL>", "its names are not literal strings",
-                                            context, None)
-                    yield texts[-2], texts[-1]
-                elif op.name.startswith("EXT"):
-                    raise GlobalRefused(CALL, "", f"<extension code {arg}>", "extension codes name globals "
-                                        "the record does not spell", context, None)
-                if op.name in ("SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE"):
-                    texts.append(arg)
-                elif op.name not in ("MEMOIZE", "PUT", "BINPUT", "LONG_BINPUT", "FRAME"):
-                    texts.append(None)  # a memo entry leaves the pushed strings where they are
-                if op.name == "STOP":
-                    pos += at + 1
-                    break
-            else:
-                return
-        except (GlobalRefused, GeneratorExit):
-            raise
-        except Exception as exc:  # noqa: BLE001 - genops raises ValueError and others on bad pickles
-            raise CodecError(f"invalid pickle data: @pkl is not a pickle ({exc})") from None
+    """(module, name) of each global the pickles of data name: their GLOBAL and INST lines (UTF-8, as
+    pickle reads them), and the STACK_GLOBAL of two literal strings just before it.  An extension code, or a
+    STACK_GLOBAL of names that are not literal, is a GlobalRefused (no policy can know what they name); what
+    is not a pickle a CodecError.  The opcodes are walked by their argument sizes (pickletools' table)."""
+    pos, end = 0, len(data)
+    texts: List[Any] = []
+    while pos < end:
+        op = _OPCODES.get(data[pos])
+        if op is None:
+            raise CodecError(f"invalid pickle data: @pkl is not a pickle (opcode {data[pos]:#x} at {pos})")
+        pos, arg = _argument(data, pos + 1, op)
+        if op.name in ("GLOBAL", "INST"):
+            yield _line_names(arg)
+        elif op.name == "STACK_GLOBAL":
+            if len(texts) < 2 or texts[-1] is None or texts[-2] is None:
+                raise GlobalRefused(CALL, "", "<STACK_GLOBAL>", "its names are not literal strings", context, None)
+            yield texts[-2], texts[-1]
+        elif op.name.startswith("EXT"):
+            raise GlobalRefused(CALL, "", f"<extension code {int.from_bytes(arg, 'little')}>",
+                                "extension codes name globals the record does not spell", context, None)
+        if op.name in _TEXTS:
+            texts.append(arg.decode("raw-unicode-escape") if op.name == "UNICODE"
+                         else arg.decode("utf-8", "surrogatepass"))
+        elif op.name not in _MEMO_ONLY:
+            texts.append(None)
+        if op.name == "STOP":
+            texts = []
+
+
+def _argument(data: bytes, pos: int, op: Any) -> Tuple[int, bytes]:
+    """The offset after an opcode's argument at pos, and the argument's bytes (a text's, a line's)."""
+    spec = op.arg
+    if spec is None:
+        return pos, b""
+    n = spec.n
+    if n >= 0:
+        start, pos = pos, pos + n
+    elif n == pickletools.UP_TO_NEWLINE:
+        lines = 2 if op.name in ("GLOBAL", "INST") else 1
+        start = pos
+        for _ in range(lines):
+            newline = data.find(b"\n", pos)
+            if newline < 0:
+                raise CodecError("invalid pickle data: @pkl is not a pickle (a line without its end)")
+            pos = newline + 1
+        return pos, data[start:pos - 1]
+    else:
+        width = {pickletools.TAKEN_FROM_ARGUMENT1: 1, pickletools.TAKEN_FROM_ARGUMENT4: 4,
+                 pickletools.TAKEN_FROM_ARGUMENT4U: 4, pickletools.TAKEN_FROM_ARGUMENT8U: 8}[n]
+        size = int.from_bytes(data[pos:pos + width], "little", signed=n == pickletools.TAKEN_FROM_ARGUMENT4)
+        if size < 0:
+            raise CodecError("invalid pickle data: @pkl is not a pickle (a negative length)")
+        start, pos = pos + width, pos + width + size
+    if pos > len(data):
+        raise CodecError("invalid pickle data: @pkl is not a pickle (it ends in an argument)")
+    return pos, data[start:pos]
+
+
+def _line_names(arg: bytes) -> Tuple[str, str]:
+    """GLOBAL's "module\nname" as pickle reads them (UTF-8); names that are not UTF-8 name no global."""
+    module, _, name = arg.partition(b"\n")
+    try:
+        return module.decode("utf-8"), name.decode("utf-8")
+    except UnicodeDecodeError:
+        return "", repr(arg)  # the hard rules refuse it
 
 
 # ---------------------------------------------------------------------------
@@ -626,14 +666,15 @@ def pickle_globals(data: bytes, context: str = "a name inside a @pkl") -> Iterat
 # ---------------------------------------------------------------------------
 
 class Named(NamedTuple):
-    """A global a value names: its role, names, the path of its marker, the call's arguments (CALL) and the
-    context the encoders name in a refusal."""
+    """A global a value names: its role, names, the path of its marker, the call's arguments (CALL), the
+    context the encoders name in a refusal, and whether name is "Class.method" (a getattr call)."""
     role: str
     module: str
     name: str
     path: str
     args: Any
     context: str
+    method: bool = False
 
 
 _VALUE_CONTEXT = "a class or function kept as a value"
@@ -727,7 +768,7 @@ def _callable_globals(callable_: Any, args: Any, role: str, at: str, context: st
             found = [Named(role, module, name, at, args, f"{context}, through functools.partial")]
         elif shape is not None:
             module, name = global_name(shape[0])
-            found = [Named(role, module, f"{name}.{shape[2]}", at, args, context)]
+            found = [Named(role, module, f"{name}.{shape[2]}", at, args, context, True)]
         else:
             found = [Named(role, "", _describe(callable_), at, args, context)]
             skip = set()

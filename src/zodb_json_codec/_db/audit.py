@@ -44,23 +44,24 @@ def policies() -> Dict[str, codec.GlobalsPolicy]:
     return _policies
 
 
-def named_in(record_class: Tuple[str, str], state: Any) -> Iterator[Tuple[str, str, str, Any]]:
-    """(role, module, name, args) of each global a record names, a verbatim one's (@pkl) as CALLs."""
+def named_in(record_class: Tuple[str, str], state: Any) -> Iterator[Tuple[str, str, str, Any, bool]]:
+    """(role, module, name, args, method) of each global a record names, a verbatim one's (@pkl) as CALLs."""
     if type(state) is dict and len(state) == 1 and type(state.get("@pkl")) is str:
         for module, name in _globals.pickle_globals(base64.b64decode(state["@pkl"])):
-            yield _globals.CALL, module, name, None
+            yield _globals.CALL, module, name, None, False
         return
     for named in _globals.globals_named(state, record_class if any(record_class) else None):
-        yield named.role, named.module, named.name, named.args
+        yield named.role, named.module, named.name, named.args, named.method
 
 
-def add_record(found: Found, refusals: List[Refusal], oid: str, names: Iterable[Tuple[str, str, str, Any]]) -> None:
+def add_record(found: Found, refusals: List[Refusal], oid: str,
+               names: Iterable[Tuple[str, str, str, Any, bool]]) -> None:
     """Count one record's globals (each once per record) into found; a refusal of standard into refusals."""
     seen = set()
     modes = policies()
-    for role, module, name, args in names:
+    for role, module, name, args, method in names:
         dotted = f"{module}.{name}" if module else name
-        verdicts = [modes[mode].decision(role, module, name, args) for mode in MODES]
+        verdicts = [modes[mode].decision(role, module, name, args, method) for mode in MODES]
         entry = found.get((role, dotted))
         if entry is None:
             entry = found[(role, dotted)] = [0, oid, 0, 0, 0, None]
@@ -153,7 +154,9 @@ def allowlist_lines(found: Found) -> List[str]:
             continue
         module, _, name = dotted.rpartition(".")
         lifted = codec.GlobalsPolicy("strict", allow=[f"{role} {dotted}"])
-        if lifted.decision(role, module, name) is None and strict.decision(role, module, name) is not None:
+        method = "." in name  # a getattr call's "Class.method": GLOBAL names have no dot
+        if (lifted.decision(role, module, name, method=method) is None
+                and strict.decision(role, module, name, method=method) is not None):
             lines.append(f"{role} {dotted}")
     return lines
 
