@@ -624,3 +624,38 @@ def test_damage_in_the_middle_is_found(field, corpora, tmp_path):
         f.write(b"\x7f" * 8)
     for command in ("dump", "stats"):
         assert f"{path} is damaged: " in refused(command, str(path), "--jobs", "1")
+
+
+def test_stats_globals_of_a_file_and_its_allowlist(corpora, tmp_path):
+    # docs/security.md, "Auditing a database": every global by role, each mode's verdict, and the lines strict
+    # needs, written into a new file only.
+    proc = ok("stats", "--globals", str(corpora["public"]), "--jobs", "1")
+    lines = proc.out.splitlines()
+    assert lines[0].split()[:5] == ["records", "role", "standard", "strict-calls", "strict"]
+    row = next(line.split() for line in lines if line.endswith(" corpusapp.content.Color"))
+    assert row[1:5] == ["call", "ok", "refused", "refused"]
+    assert "refused by standard: 0," in proc.out
+    allow = tmp_path / "site.allow"
+    ok("stats", "--globals", str(corpora["public"]), "--write-allowlist", str(allow), "--jobs", "1")
+    assert "call corpusapp.content.Color" in allow.read_text().splitlines()
+    assert "exists" in refused("stats", "--globals", str(corpora["public"]), "--write-allowlist", str(allow))
+    # With that list, strict allows everything the file names.
+    env = {**os.environ, "ZODB_JSON_CODEC_GLOBALS_ALLOW": str(allow)}
+    listed = subprocess.run([sys.executable, "-m", "zodb_json_codec", "stats", "--globals", str(corpora["public"]),
+                             "--jobs", "1"], capture_output=True, text=True, env=env, timeout=600)
+    assert listed.returncode == 0 and "strict: 0" in listed.stdout, listed.stdout[-2000:]
+
+
+def test_stats_globals_show_rows_edited_in_sql(history_fs, pg_dsn):
+    ok("pg-export", str(history_fs), "--dsn", pg_dsn, "--table", "audited", "--jobs", "1")
+    proc = ok("stats", "--globals", "--pg", pg_dsn, "--table", "audited")
+    assert "refused by standard: 0," in proc.out
+    (zoid,), = pg_rows(pg_dsn, "SELECT min(zoid) FROM audited WHERE class_name = 'Item'")
+    pg_rows(pg_dsn, "UPDATE audited SET state = jsonb_set(state, '{x}', "
+                    "'{\"@reduce\": {\"callable\": {\"@cls\": [\"os\", \"system\"]}, \"args\": {\"@t\": [\"id\"]}}}') "
+                    f"WHERE zoid = {zoid}")
+    proc = cli("stats", "--globals", "--pg", pg_dsn, "--table", "audited")
+    assert proc.returncode == 1
+    assert "1 rows someone has edited that standard refuses:" in proc.out
+    assert f"oid {zoid:016x}: call os.system:" in proc.out
+    pg_rows(pg_dsn, "DROP TABLE audited")

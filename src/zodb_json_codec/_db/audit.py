@@ -131,7 +131,7 @@ def table_globals(dsn: str, table: str) -> Tuple[Found, List[Refusal]]:
         if not table_exists(conn, table):
             raise CommandError(f"no table {table} in that database")
         query = sql.SQL("SELECT zoid, class_mod, class_name, state::text FROM {}").format(table_identifier(table))
-        with conn.cursor(name="zodb_json_codec_audit") as cursor:
+        with conn.transaction(), conn.cursor(name="zodb_json_codec_audit") as cursor:  # a server-side cursor
             cursor.itersize = 2000
             cursor.execute(query)
             for zoid, module, name, text in cursor:
