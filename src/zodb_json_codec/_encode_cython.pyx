@@ -1306,30 +1306,33 @@ cdef int _timezone(Writer* w, long long total) except -1:
     return _op2(w, TUPLE1, REDUCE)
 
 
-cdef Py_ssize_t _three_numbers(const unsigned char* p, Py_ssize_t i, Py_ssize_t n, unsigned char sep,
-                               Py_ssize_t first_digits, long* out) noexcept:
-    """``a<sep>b<sep>c`` from i (a of at most first_digits digits, b and c of at most 3) into out[0:3]:
-    the offset after c, or -1."""
-    cdef Py_ssize_t j = i, most = first_digits
-    cdef int k
-    for k in range(3):
-        if k:
-            if j >= n or p[j] != sep:
-                return -1
-            i = j + 1
-        j = _digits(p, i, n)
-        if j == i or j - i > most:
+cdef inline long _fixed(const unsigned char* p, Py_ssize_t width) noexcept:
+    """p[0:width] as a number if they are all ASCII digits, else -1."""
+    cdef long v = 0
+    cdef Py_ssize_t k
+    for k in range(width):
+        if <unsigned char>(p[k] - 48) >= 10:
             return -1
-        out[k] = _number(p, i, j)
-        most = 3
-    return j
+        v = v * 10 + (p[k] - 48)
+    return v
+
+
+cdef inline Py_ssize_t _three_numbers(const unsigned char* p, Py_ssize_t i, Py_ssize_t n, unsigned char sep,
+                                      Py_ssize_t width, long* out) noexcept:
+    """``a<sep>b<sep>c`` at i, a of width digits, b and c of 2, no digit after (YYYY-MM-DD, HH:MM:SS): the numbers
+    into out[0:3], the offset after c; -1 for any other text (the Python rules read every spelling)."""
+    cdef Py_ssize_t j = i + width
+    if j + 6 > n or p[j] != sep or p[j + 3] != sep or (j + 6 < n and <unsigned char>(p[j + 6] - 48) < 10):
+        return -1
+    out[0], out[1], out[2] = _fixed(p + i, width), _fixed(p + j + 1, 2), _fixed(p + j + 4, 2)
+    return j + 6 if (out[0] | out[1] | out[2]) >= 0 else -1
 
 
 cdef int _clock(const unsigned char* p, Py_ssize_t i, Py_ssize_t n, uint8_t* out, Py_ssize_t* end) noexcept:
     """``HH:MM:SS[.f*]`` of the @dt/@time regexes from i: state bytes into out[0:6], 0; -1 if not handled."""
     cdef long hms[3]
     cdef long us = 0
-    cdef Py_ssize_t j = _three_numbers(p, i, n, b":", 3, hms)
+    cdef Py_ssize_t j = _three_numbers(p, i, n, b":", 2, hms)
     if j < 0 or hms[0] > 255 or hms[1] > 255 or hms[2] > 255:
         return -1
     if j < n and p[j] == b".":
@@ -1349,7 +1352,7 @@ cdef int _clock(const unsigned char* p, Py_ssize_t i, Py_ssize_t n, uint8_t* out
 cdef int _date_part(const unsigned char* p, Py_ssize_t n, uint8_t* out, Py_ssize_t* end) noexcept:
     """``Y-M-D`` of the @dt/@date regexes: state bytes into out[0:4], 0; -1 if not handled."""
     cdef long ymd[3]
-    cdef Py_ssize_t j = _three_numbers(p, 0, n, b"-", 5, ymd)
+    cdef Py_ssize_t j = _three_numbers(p, 0, n, b"-", 4, ymd)
     if j < 0 or ymd[0] > 65535 or ymd[1] > 255 or ymd[2] > 255:
         return -1
     out[0] = <uint8_t>(ymd[0] >> 8)
