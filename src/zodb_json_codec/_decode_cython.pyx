@@ -521,11 +521,7 @@ cdef object _UNSURE = object()  # immutable sentinel: "let _known decide"
 
 
 cdef Py_ssize_t _b64_small(object v, unsigned char* out, Py_ssize_t cap):
-    """Bytes of a {"@b": text} made by this decoder (canonical, at most cap bytes: a datetime state's or an
-    oid's) into out.
-
-    -1: not such a marker (no bytes); -2: a text this fast path does not read (ask binascii).
-    """
+    """Bytes of a canonical {"@b": text} of at most cap bytes into out; -1: not one; -2: ask binascii."""
     # window: one_key_dict
     cdef PyObject* found = _only_value(v, "@b")
     if found == NULL:
@@ -827,17 +823,9 @@ cdef inline bint _no_container(list items) noexcept:
 
 
 cdef inline object _untracked(object container):
-    """container, which the cycle collector will not walk: a list the decoder makes that no opcode can reach
-    and that holds no container (the payloads of @ref, @cls and @td; a BTree bucket's [key, value] pairs of
-    strs, ints...), or the marker dict holding one.
-
-    No cycle can pass through a list that holds no container and that nothing but its marker can change,
-    and CPython tracks a dict again as soon as a container is put in it: every cycle a pickle builds is
-    still the collector's.  Only a caller who later puts a container into one of these lists can make a
-    cycle through it that the collector never frees.  Tracked, they were most of the containers a decoded
-    record keeps (wikipedia: 25 of 32), which the collector's full collections walk again and again while
-    a caller keeps the results (docs/design.md, "Containers the collector skips").
-    """
+    """container, untracked by the collector: a list no opcode can reach holding no container (the payloads
+    of @ref, @cls, @td; a bucket's pairs of strs, ints), or its marker dict.  No cycle a pickle builds goes
+    through one (docs/design.md, "Containers the collector skips": most of a record's containers)."""
     PyObject_GC_UnTrack(<void*>container)
     return container
 
@@ -850,13 +838,8 @@ cdef str _hex(const unsigned char* raw, Py_ssize_t n):
 
 
 cdef object _ref_class_text(_Context ctx, object klass):
-    """The "module.Name" of a compact @ref's class marker, or None: not a class marker, or a name with a
-    dot (the way back would split it at the wrong dot: the reference keeps its generic form).
-
-    The last one made is kept with the names list it came from: a record's references name a few classes,
-    each by the memo's same marker.  The list and both names are compared by identity, so a list changed
-    since is read again.
-    """
+    """The "module.Name" of a compact @ref's class marker, or None (not one, or a name with a dot).  The last
+    one made is kept with its names list, compared by identity: a record's references repeat a few classes."""
     # window: the cached class names and list | compared by identity, no code between
     cdef PyObject* found = _only_value(klass, "@cls")
     if found == NULL:
@@ -937,11 +920,8 @@ cdef inline Py_ssize_t _op_tuple2(_Context ctx, const unsigned char* p, Py_ssize
 
 
 cdef bint _fused_ref(_Context ctx, const unsigned char* p, Py_ssize_t pos) except -1:
-    """TUPLE2, [LONG_]BINPUT, BINPERSID at once, when the tuple is 8 bytes (an oid) and a class marker (or
-    None) and the reference has its compact form: what TUPLE2 and BINPERSID give, without the pid tuple's
-    {"@t": [...]}.  Its memo entry is _LAZY_PID, which a GET hands to the Python twin (ZODB's pickles never
-    GET it): two containers fewer per reference, which the memo held until the end, and which the
-    collector's young-generation trigger counted (docs/design.md, "Containers the collector skips")."""
+    """TUPLE2, [LONG_]BINPUT, BINPERSID at once for an (oid, class or None) reference of compact form, without
+    the pid tuple (memo: _LAZY_PID, which a GET hands to the Python twin): two containers fewer a reference."""
     # window: the stack's top two values | referenced into locals at once, after the size check
     cdef list stack = ctx.stack
     cdef Py_ssize_t size = PyList_GET_SIZE(stack)
@@ -1035,10 +1015,8 @@ cdef object _lazy_class_entry(_Context ctx, uint64_t idx):
 
 
 cdef inline object _fetched(_Context ctx, object v, Py_ssize_t start):
-    """A value fetched from the memo (or DUP) at start: noted if it could be mutated later (a cycle), its
-    weight counted against the expansion budget (_decode_python._fetched's twin).  A str within the budget
-    (most of what records fetch: a repeated key) is counted here, all else by _fetched_any: small enough
-    for gcc to inline (docs/design.md, "Fast paths")."""
+    """_decode_python._fetched's twin: a str within the budget (most fetches) counted here, all else by
+    _fetched_any: small enough for gcc to inline (docs/design.md, "Fast paths")."""
     if type(v) is str and ctx.fetched + 1 + PyUnicode_GET_LENGTH(v) <= ctx.budget:
         ctx.fetched += 1 + PyUnicode_GET_LENGTH(v)
         return v
@@ -1063,12 +1041,8 @@ cdef object _fetched_any(_Context ctx, object v, Py_ssize_t start):
 
 
 cdef Py_ssize_t _own_class_marker_weight(object v) noexcept:
-    """The weight of a class marker this decoder made (a GLOBAL's: most of what records fetch), -1 for any
-    other value.  Such a marker is never shared: nothing can change it (SETITEM(S) on it is an error, BUILD
-    wraps it, and its list is reachable through it alone), so noting it would note nothing (the Python twin
-    shares it, to the same effect).  Told from a user's dict of the same shape by the collector: the decoder
-    untracks the dict and the list it makes (_untracked), a pickle's own list is always tracked, and a dict
-    holding one is tracked too."""
+    """The weight of a class marker this decoder made (nothing can change it: not shared), -1 for any other
+    value.  A user's dict of that shape is tracked by the collector (a pickle's lists are; _untracked)."""
     # window: a class marker's names (borrowed) | types, tracking and lengths read; nothing runs
     cdef PyObject* names = _only_value(v, "@cls")
     if (names == NULL or PyObject_GC_IsTracked(<object>v) or type(<object>names) is not list
@@ -1096,10 +1070,8 @@ cdef Py_ssize_t _weight(object value, Py_ssize_t limit) except -1:
 
 
 cdef Py_ssize_t _tree_weight(object value, Py_ssize_t limit) noexcept:
-    """_decode_common.weight of a list or dict in C: value's weight as a tree, any number above limit once
-    past it; -1 for a value of more than _WEIGHED_DEPTH nested lists and dicts, which it does not walk.  The
-    decoder's own lists and dicts, read in place by index and PyDict_Next: nothing that runs code, no Python
-    object made, and an explicit stack of _WEIGHED_DEPTH parts."""
+    """_decode_common.weight of a list or dict in C (any number above limit once past it; -1 past
+    _WEIGHED_DEPTH levels), read in place with an explicit stack: no code runs, nothing is made."""
     # window: the decoder's own lists and dicts | no code runs: `PyDict_Next`, indexing, a C array of parts
     cdef _Part parts[_WEIGHED_DEPTH]
     cdef Py_ssize_t top = 0, total = 1
@@ -1559,10 +1531,8 @@ cdef object _load(bytes data, Py_ssize_t pos, _Context ctx):
 # ---------------------------------------------------------------------------
 
 cdef object _finish(object value, _Context ctx, Py_ssize_t start):
-    """_decode_common.finish, called only when there is something to check.  A value from at most
-    C_DEEP_CONTAINERS container opcodes cannot be too deep (see _decode_common.DEEP_CONTAINERS), nor can one
-    that _tree_weight walks: each level _decode_common._check_depth counts is at least one list or dict, and
-    _WEIGHED_DEPTH of them are far within MAX_DEPTH.  A deeper value is measured by its explicit-stack walk."""
+    """_decode_common.finish where there is something to check: a value of more than C_DEEP_CONTAINERS container
+    opcodes that _tree_weight cannot walk either is measured by the explicit-stack walk."""
     cdef bint maybe_deep = ctx.containers > C_DEEP_CONTAINERS
     if (ctx.unrepresentable or ctx.cyclic or ctx.flags & F_ESCAPED_KEY
             or (maybe_deep and (type(value) is list or type(value) is dict)

@@ -441,11 +441,8 @@ cdef inline void _release(Writer* w) noexcept:
 
 
 cdef int _grow(Writer* w, Py_ssize_t need) except -1:
-    """Room for need more bytes, in the result's own bytes object once the stack array is outgrown: a large
-    result is not copied once more at the end (_result only shrinks it).  That object starts at
-    _FIRST_HEAP_BUFFER bytes, not twice the stack array: a record that outgrows the stack is mostly one of
-    tens of KB, and each doubling on the way there copied all written so far (a tenth of a 1,000-key dict's
-    encode)."""
+    """Room for need more bytes, in the result's own bytes object once the stack array is outgrown (not copied
+    at the end), of _FIRST_HEAP_BUFFER bytes first: records that outgrow the stack are mostly tens of KB."""
     # window: writer_bytes
     cdef Py_ssize_t cap = w.cap
     if w.owner == NULL and cap < _FIRST_HEAP_BUFFER:
@@ -843,13 +840,8 @@ cdef int _key(object k) noexcept:
 
 
 cdef inline int _key_of(const char* p, Py_ssize_t n) noexcept:
-    """The Key of the n bytes at p ("@" and the letters), or -1 if they are not one of them.
-
-    A hash of (length, first and last letter) picks the one candidate, a
-    byte compare (_same) confirms it: as fast as the tree of compares it replaced (encode
-    within 2% on wikipedia, public and the synthetic shapes), and 6-15% faster
-    than a dict lookup of the Python str.
-    """
+    """The Key of the n bytes at p, or -1: a hash of (length, first and last letter) picks the candidate, a
+    byte compare confirms it (6-15% faster than a dict lookup of the str)."""
     cdef Py_ssize_t m = n - 1  # letters after the "@"
     cdef int key
     if m < 1 or m > _KEY_MAX or p[0] != b"@":
@@ -1050,10 +1042,8 @@ cdef int _not_scalar(Writer* w, object v, Py_ssize_t depth) except -1:
 
 
 cdef inline int _scalar(Writer* w, object v) except -1:
-    """Writes v if it is an exact str, int of 64 bits or float, None, True or False (most items of a record),
-    which runs no code: 1; else 0, nothing written.  (type(v) at each test, as in _not_scalar.)  The callers
-    read v through its container's reference: nothing may run before it is written (docs/design.md,
-    "Where Python code can run")."""
+    """Writes v if it is an exact str, 64-bit int, float, None, True or False (most items), which runs no code:
+    1; else 0, nothing written.  Callers read v through its container's reference (docs/design.md)."""
     if type(v) is str:
         _str(w, <str>v)
     elif type(v) is int:
