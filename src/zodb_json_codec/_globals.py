@@ -162,6 +162,10 @@ class GlobalRefused(CodecError):
         super().__init__(f"invalid pickle data: global {dotted!r} refused as {role.upper()} "
                          f"({context}){at}: {reason}{remedy}")
 
+    def __reduce__(self) -> Tuple[Any, tuple]:  # pickled from a worker process to the command's own
+        return GlobalRefused, (self.role, self.module, self.name, self.reason, self.context, self.allow_line,
+                               self.where)
+
     def located(self, where: str) -> "GlobalRefused":
         return GlobalRefused(self.role, self.module, self.name, self.reason, self.context, self.allow_line, where)
 
