@@ -33,6 +33,10 @@ import fuzzlib as F
 RECORD = ("decode_zodb_record", "decode_zodb_record_for_pg", "decode_zodb_record_for_pg_json")
 
 
+class Refused(Exception):
+    """The record names a global the globals policy refuses: its round trip ends (docs/security.md)."""
+
+
 def encode_back(label: str, encoder: str, py_value, cy_value):
     """Both twins' encoder on the Python twin's decoded value (which must not change), and the Cython
     twin's on its own; it must encode.  The bytes."""
@@ -45,6 +49,8 @@ def encode_back(label: str, encoder: str, py_value, cy_value):
         own = F.call_cy(f"{label} {encoder} (own)", getattr(F.CY, encoder), cy_value)
         F.allowed(f"{label} {encoder} (the Cython twin on its own decoder's value)", "cython", own)
         F.same_outcome(f"{label} {encoder} (each twin on its own decoder's value)", py, own)
+    if py[0] != "ok" and F.refused_by_policy(py, encoder, py_value):
+        raise Refused()
     if py[0] != "ok":
         raise F.Finding(f"{label}: decoded, but {encoder} refuses what was decoded: {py[2][:300]}\n"
                         f"  decoded: {F.short(py_value)}")
@@ -116,6 +122,8 @@ def single_dict_path(data: bytes, py: tuple, cy: tuple) -> None:
 def single_json_path(data: bytes, py: tuple) -> None:
     text = py[1]
     again, _ = F.both("pickle_to_json path", "json_to_pickle", text)
+    if again[0] != "ok" and F.refused_by_policy(again, "json_to_pickle", text):
+        return
     if again[0] != "ok":
         raise F.Finding(f"pickle_to_json path: json_to_pickle refuses what pickle_to_json wrote: {again[2][:300]}")
     F.same_objects("pickle_to_json -> json_to_pickle", data, again[1], 1)
@@ -136,21 +144,18 @@ def lane(data: bytes, py: tuple) -> None:
 def TestOneInput(data: bytes) -> None:
     out = {name: F.both("decode", name, data) for name in F.DECODERS}
     lane(data, out["decode_zodb_record_for_pg_json"][0])
-    py, cy = out["decode_zodb_record"]
-    if py[0] == "ok":
-        dict_path(data, py, cy)
-    py, _ = out["decode_zodb_record_for_pg"]
-    if py[0] == "ok":
-        pg_path(data, py)
-    py, _ = out["decode_zodb_record_for_pg_json"]
-    if py[0] == "ok":
-        pg_json_path(data, py)
-    py, cy = out["pickle_to_dict"]
-    if py[0] == "ok":
-        single_dict_path(data, py, cy)
-    py, _ = out["pickle_to_json"]
-    if py[0] == "ok":
-        single_json_path(data, py)
+    paths = [("decode_zodb_record", lambda py, cy: dict_path(data, py, cy)),
+             ("decode_zodb_record_for_pg", lambda py, cy: pg_path(data, py)),
+             ("decode_zodb_record_for_pg_json", lambda py, cy: pg_json_path(data, py)),
+             ("pickle_to_dict", lambda py, cy: single_dict_path(data, py, cy)),
+             ("pickle_to_json", lambda py, cy: single_json_path(data, py))]
+    for decoder, path in paths:
+        py, cy = out[decoder]
+        if py[0] == "ok":
+            try:
+                path(py, cy)
+            except Refused:
+                pass
 
 
 if __name__ == "__main__":

@@ -81,6 +81,8 @@ def single(text: str, value_read) -> None:
         F.must_equal("pickle_to_dict(json_to_pickle(text)) != the text's value", value_read, decoded[1])
     if type(decoded[1]) is dict:
         again, _ = F.both("json_to_pickle, decoded, encoded again", "dict_to_pickle", decoded[1])
+        if again[0] != "ok" and F.refused_by_policy(again, "dict_to_pickle", decoded[1]):
+            return  # e.g. a class allowed as a class, written back verbatim (@pkl), whose names count as calls
         if again[0] != "ok":
             raise F.Finding(f"dict_to_pickle refuses what pickle_to_dict gave: {again[2][:300]}")
         F.same_objects("json_to_pickle -> pickle_to_dict -> dict_to_pickle", p, again[1], 1)
@@ -122,6 +124,8 @@ def record(module: str, name: str, rest: bytes, text: str, utf8: bool, value_rea
     if (module, name) == DEFAULT_CLASS and plain(value_read, pg=True) and (m2, n2) == DEFAULT_CLASS:
         F.must_equal(f"{label}: a plain state does not come back as it was", value_read, F.read_json(text2))
     again, _ = F.both(label + ", decoded, loaded again", "encode_zodb_record_from_pg_json", m2, n2, text2)
+    if again[0] != "ok" and F.refused_by_policy(again, "encode_zodb_record_from_pg_json", m2, n2, text2):
+        return
     if again[0] != "ok":
         raise F.Finding(f"{label}: encode_zodb_record_from_pg_json refuses what "
                         f"decode_zodb_record_for_pg_json wrote: {again[2][:300]}")

@@ -219,6 +219,24 @@ def both(label: str, name: str, *args: Any, errors: Tuple[type, ...] = (ValueErr
     return py, cy
 
 
+def refused_by_policy(outcome: tuple, name: str, *args: Any) -> bool:
+    """Whether outcome is the Python twin's name(*args) refusing a global that the globals policy refuses
+    (docs/security.md: a record naming one is outside what the codec writes back); a GlobalRefused the
+    policy would not make is a finding."""
+    if outcome[0] != "raised" or outcome[1].__name__ != "GlobalRefused":
+        return False
+    from zodb_json_codec import GlobalRefused, get_globals_policy
+    try:
+        getattr(PY, name)(*args)
+    except GlobalRefused as refusal:
+        if refusal.allow_line is None or get_globals_policy().decision(refusal.role, refusal.module,
+                                                                       refusal.name) is not None:
+            return True
+        raise Finding(f"{name} refused {refusal.module}.{refusal.name} as {refusal.role}, which the policy "
+                      f"allows: {refusal}") from None
+    return False
+
+
 def diff(a: Any, b: Any) -> Optional[str]:
     """strictcompare.diff's verdict, in memory proportional to the depth.
 
