@@ -345,3 +345,15 @@ def test_standard_refuses_no_record_of_the_corpora(name):
     assert refused["standard"] == []
     if name in ("plone", "wikipedia"):
         assert refused["strict-calls"] == []  # a real site's records: nothing to list
+
+
+def test_the_one_pass_reader_names_a_reference_s_class_as_such():
+    # encode_zodb_record_from_pg_json's one pass writes references and instances from the text itself; a
+    # refusal there says which of the two it was, as the normative way does.
+    cython = pytest.importorskip("zodb_json_codec._encode_cython")
+    text = '{"r": {"@ref": ["0000000000000001", "ZODB.FileStorage.FileStorage"]}, "i": 1}'
+    with pytest.raises(GlobalRefused, match=r"refused as CLASS \(the class of a reference\)"):
+        cython._one_pass_record("myapp", "Page", text)
+    text = '{"i": {"@cls": ["ZODB.DB", "DB"], "@s": {"a": 1}}}'
+    with pytest.raises(GlobalRefused, match=r"refused as CLASS \(the class of an instance\)"):
+        cython._one_pass_record("myapp", "Page", text)

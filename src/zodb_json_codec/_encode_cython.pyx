@@ -2451,7 +2451,7 @@ cdef int _global_at(Writer* w, Py_ssize_t at, const unsigned char* module, Py_ss
     """GLOBAL "module\nname\n" of a class the policy allows, and tail, put at offset at (what follows moved up)."""
     cdef Py_ssize_t size = module_size + name_size + 3 + tail_size
     cdef unsigned char* o
-    _allow_spans(w, ROLE_CLASS, module, module_size, name, name_size, _REF if tail[0] == 0x86 else _INST)
+    _allow_spans(w, ROLE_CLASS, module, module_size, name, name_size, _REF if <unsigned char>tail[0] == 0x86 else _INST)
     _reserve(w, size)
     memmove(w.buf + at + size, w.buf + at, <size_t>(w.pos - at))
     o = w.buf + at
