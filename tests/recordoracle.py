@@ -217,7 +217,6 @@ def policy_refusal(label: str, encoder: Callable[..., Any], *args: Any) -> None:
     try:
         encoder(*args)
     except GlobalRefused as refusal:
-        name, _, attribute = refusal.name.partition(".")
         decision = get_globals_policy().decision(refusal.role, refusal.module, refusal.name)
         if decision is not None or refusal.allow_line is None:
             raise Refused(str(refusal)) from None

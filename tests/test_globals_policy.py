@@ -15,7 +15,6 @@ import base64
 import json
 import logging
 import pickle
-import sys
 from typing import Any, Dict
 
 import pytest
@@ -309,9 +308,8 @@ def test_a_refused_call_would_have_run(twins, tmp_path):
     db = ZODB.DB(ZODB.FileStorage.FileStorage(str(tmp_path / "Data.fs")))
     try:
         conn = db.open()
-        conn.root()["item"] = item = Item()
+        conn.root()["item"] = Item()
         transaction.commit()
-        oid = item._p_oid
         record = twins[0].encode_zodb_record({"@cls": ["zodbapp", "Item"], "@s": state})  # standard allows it
         import zodbapp
         zodbapp.CALLS.clear()

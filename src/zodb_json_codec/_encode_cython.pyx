@@ -33,7 +33,7 @@ from . import _encode_known
 from ._common import C_WALK_DEPTH, CodecError, b64decode, decimal_to_int
 from . import _encode_python, _globals
 from ._globals import (CALL, CLASS, VALUE, GlobalsPolicy, check_callable, check_instance_class,
-                       check_pickle_globals, check_reference_classes, located, located_in_record)
+                       check_pickle_globals, check_reference_classes, located_in_record)
 from ._encode_python import (
     check_generic_ref, instance_parts, public_functions, record_from_json, record_parts, reduce_parts, str_too_long,
 )
