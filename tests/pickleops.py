@@ -146,9 +146,10 @@ class Writer:
         return self._push(atom())
 
     def int_text(self, spelling: str) -> Node:
-        """INT with a text int(text, 0) reads (not 00 or 01: those are booleans)."""
+        """INT with a text int(text, 0) and int(text) read alike, as pickle before and since CPython 3.14 reads
+        INT (not 00 or 01: those are booleans)."""
         assert spelling not in ("00", "01") and "\n" not in spelling
-        int(spelling, 0)
+        assert int(spelling, 0) == int(spelling)
         self._op(b"I" + spelling.encode("ascii") + b"\n")
         return self._push(atom())
 
