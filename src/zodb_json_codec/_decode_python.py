@@ -44,7 +44,7 @@ class _Context:
 
     __slots__ = ("compact", "memo", "objs", "dforms", "shared", "cyclic", "flags", "refs",
                  "unrepresentable", "uncallable", "containers", "fetched", "budget", "stack", "metastack",
-                 "rebuilt", "watched")
+                 "rebuilt", "watched", "pid_parts")
 
     def __init__(self, compact: bool, size: int) -> None:
         self.compact = compact
@@ -64,6 +64,7 @@ class _Context:
         self.metastack: list = []   # ...and the stacks below its MARKs
         self.rebuilt: Optional[list] = None  # objects BUILD gave a second state (_build)
         self.watched: Optional[list] = None  # user dicts that may become marker-shaped (_set_items)
+        self.pid_parts: Optional[dict] = None  # id -> list or dict in a persistent id (watch_persistent_id)
 
 
 def _decode_utf8(raw: bytes, pos: int, ctx: _Context) -> str:
@@ -111,6 +112,8 @@ def _obj_of(ctx: _Context, value: Any) -> Optional[Obj]:
 def _note_mutation(ctx: _Context, target: Any) -> None:
     if ctx.shared and id(target) in ctx.shared:
         ctx.cyclic = True
+        if ctx.pid_parts and id(target) in ctx.pid_parts:
+            ctx.unrepresentable = True  # a persistent id changed after the unpickler read it
 
 
 def _fetched(ctx: _Context, value: Any, start: int) -> None:
