@@ -337,6 +337,26 @@ def changed_after_fetched(levels: int) -> bytes:
     return body + b"l."
 
 
+def doubling_over(leaf: bytes, levels: int) -> bytes:
+    """doubling_lists over a list holding one leaf value: weighed as written, the leaf's longer form (a float
+    as {"@f": "1e+16"}, a text with U+0000 as base64) at each place."""
+    body = b"\x80\x03]" + leaf + b"ar\x00\x00\x00\x00"
+    for k in range(levels):
+        body += b"(j" + struct.pack("<I", k) + b"j" + struct.pack("<I", k) + b"lr" + struct.pack("<I", k + 1)
+    return body + b"."
+
+
+def escaped_keys_after_fetched(levels: int) -> bytes:
+    """Empty dicts fetched (weighing little), then each given two keys that look like escapes, both the
+    next dict: written escaped, the keys are longer than read."""
+    key = b"X\x18\x00\x00\x00@ns:" + b"x" * 20
+    body = b"\x80\x03](" + b"".join(b"}r" + struct.pack("<I", k) for k in range(levels + 1)) + b"e"
+    for k in range(levels):
+        after = b"j" + struct.pack("<I", k + 1)
+        body += b"j" + struct.pack("<I", k) + b"(" + key + after + key.replace(b"x", b"y") + after + b"u0"
+    return body + b"."
+
+
 HOSTILE = {
     "doubling_lists": doubling_lists(64),
     "doubling_lists_3kb": doubling_lists(330),
@@ -344,6 +364,10 @@ HOSTILE = {
     "repeated_text": repeated_text(1 << 16, 1 << 12),
     "doubling_objects": doubling_objects(60),
     "changed_after_fetched": changed_after_fetched(40),
+    "doubling_big_floats": doubling_over(b"G" + struct.pack(">d", 1e16), 17),
+    "doubling_nans": doubling_over(b"G" + struct.pack(">d", float("nan")), 17),
+    "doubling_nul_texts": doubling_over(b"X\x01\x00\x00\x00\x00", 17),
+    "escaped_keys_after_fetched": escaped_keys_after_fetched(13),
 }
 
 
@@ -363,7 +387,8 @@ def test_memo_expansion_is_refused_quickly(twins, name):
 
 def test_sharing_within_the_budget_decodes(twins):
     # Below the budget, sharing is kept: the same values as pickle.loads, through every path.
-    within = doubling_lists(12), doubling_dups(12), repeated_text(1000, 200), doubling_objects(8)
+    within = (doubling_lists(12), doubling_dups(12), repeated_text(1000, 200), doubling_objects(8),
+              doubling_over(b"G" + struct.pack(">d", 1e16), 14), escaped_keys_after_fetched(12))
     for data in within:
         for fn in PICKLE_DECODERS:
             assert same_outcomes(twins, fn, data)[0] == "ok"

@@ -391,3 +391,20 @@ def test_the_lane_reads_from_a_bytes_object_only(twins):
         assert cython.decode_zodb_record_for_pg_json(arg) == cython.decode_zodb_record_for_pg_json(data)
     with pytest.raises(TypeError):
         lane(bytearray(data))
+
+
+def test_a_text_written_longer_is_the_lanes_while_the_repeats_weigh_little(twins):
+    # The decoder weighs a text with U+0000 as its {"@ns": base64} form once the memo's repeats weigh more
+    # than 1/29 of the budget (docs/format.md, "Expansion budget"); the lane writes it only below that.
+    from zodb_json_codec._decode_common import WRITTEN_RATIO, expansion_budget
+    python, _, lane = twins
+    text = "\x00" + "x" * 999
+
+    def shared(n):  # {"k": [text, text, ...]}: the text once, then n GETs of it, 1001 each
+        return zodb_record({"k": [text] * (n + 1)})
+
+    limit = expansion_budget(len(shared(0))) // WRITTEN_RATIO
+    taken = limit // 1001 - 1  # each GET adds 3 bytes to the record (a larger budget): well inside
+    assert lane(shared(taken)) == python.decode_zodb_record_for_pg_json(shared(taken))
+    assert lane(shared(limit // 1001 + 2)) is None
+    assert lane(zodb_record({"k": ["a\x00b"]})) is not None

@@ -294,3 +294,63 @@ def test_a_persistent_id_left_alone_after_its_binpersid_is_a_ref(twins):
     outcomes_alike(twins, data)
     for twin in twins:
         assert twin.decode_zodb_record(data)["@s"] == [{"@ref": {"@t": ["w", ["x"]]}}, ["x"]], twin.name
+
+
+# ---------------------------------------------------------------------------
+# One part twice in a set, or in the keys of a dict: pickle's one object is one item
+# ---------------------------------------------------------------------------
+
+NAN = b"G" + struct.pack(">d", float("nan"))
+NONE, TUPLE2, TUPLE1, FROZENSET, EMPTY_SET, ADDITEMS = b"N", b"\x86", b"\x85", b"\x91", b"\x8f", b"\x90"
+NAN_TUPLE = NAN + NONE + TUPLE2 + put(70)  # (nan, None) at memo 70
+REPEATED = {  # a set or dict whose items or keys reach one part twice, where a copy compares unequal
+    "frozenset of a NaN tuple twice": MARK + NAN_TUPLE + get(70) + FROZENSET,
+    "set of a NaN tuple twice": EMPTY_SET + MARK + NAN_TUPLE + get(70) + ADDITEMS,
+    "set of a NaN twice": EMPTY_SET + MARK + NAN + put(70) + get(70) + ADDITEMS,
+    "set() of a list holding a NaN tuple twice": b"cbuiltins\nset\n" + EMPTY_LIST + MARK + NAN_TUPLE + get(70)
+    + APPENDS + TUPLE1 + b"R",
+    "frozenset of two tuples of one NaN": MARK + NAN + put(70) + TUPLE1 + get(70) + TUPLE1 + FROZENSET,
+    "dict with a NaN tuple key twice": EMPTY_DICT + MARK + NAN_TUPLE + INT5 + get(70) + INT5 + SETITEMS,
+}
+
+
+@pytest.mark.parametrize("shape", REPEATED)
+def test_one_part_twice_in_a_set_or_its_keys_is_verbatim(twins, shape):
+    # pickle's set holds the one (nan, None) tuple once (a tuple equals itself); a copy at each place would
+    # be two tuples, unequal (NaN), so two items: the JSON cannot carry it.
+    data = KLASS + state(EMPTY_LIST, REPEATED[shape], APPEND)
+    original = pickle.Unpickler(io.BytesIO(data))
+    original.load()
+    assert len(original.load()[0]) == 1
+    verbatim(twins, data)
+
+
+EQUAL_COPIES = {  # parts reached twice whose copies compare equal: the JSON carries them
+    "frozenset of a tuple twice": MARK + INT5 + NONE + TUPLE2 + put(70) + get(70) + FROZENSET,
+    "frozenset of two NaN-free tuples of one tuple": MARK + INT5 + TUPLE1 + put(70) + TUPLE1 + get(70) + NONE
+    + TUPLE2 + FROZENSET,
+}
+
+
+@pytest.mark.parametrize("shape", EQUAL_COPIES)
+def test_one_part_twice_in_a_set_that_copies_keep_is_a_set(twins, shape):
+    data = KLASS + state(EMPTY_LIST, EQUAL_COPIES[shape], APPEND)
+    outcomes_alike(twins, data)
+    for twin in twins:
+        assert "@fset" in twin.decode_zodb_record(data)["@s"][0], twin.name
+        assert same_records(data, twin.encode_zodb_record(twin.decode_zodb_record(data))), twin.name
+
+
+def test_what_a_copy_would_not_equal():
+    # The rule behind the shapes above, on decoded values: an object (its class may compare by identity), a
+    # NaN, or a tuple or set holding one, reached twice; texts, numbers, references and classes copy equal.
+    from zodb_json_codec._decode_common import collapses_by_identity
+    obj = {"@reduce": {"callable": {"@cls": ["app", "K"]}, "args": {"@t": []}}}
+    nan = float("nan")
+    for twice in (obj, nan, {"@t": [1, {"@t": [nan]}]}, {"@fset": [obj]}, [1]):
+        assert collapses_by_identity([[twice, twice]], None), twice
+        assert collapses_by_identity(None, {1: {"@d": [[twice, 1], [twice, 2]]}}), twice
+        assert not collapses_by_identity([[twice]], None), twice
+    for twice in ({"@t": [1, "a", None]}, {"@b": "AA=="}, {"@ref": "0000000000000001"}, {"@cls": ["a", "b"]},
+                  {"@dt": "2024-01-01T00:00:00"}, 1.5, "text"):
+        assert not collapses_by_identity([[twice, twice]], {1: {"@d": [[twice, 1], [twice, 2]]}}), twice

@@ -13,7 +13,7 @@ from typing import Any, Optional, Tuple
 from . import _decode_known, _known
 from ._common import (
     I64_MAX, I64_MIN, MAX_BIGINT_BITS, MAX_DEPTH, STDLIB_JSON_DEPTH, CodecError, b64encode, decimal_to_int,
-    float_marker, int_to_decimal, rebuild_tree,
+    float_marker, has_surrogate, int_to_decimal, rebuild_tree,
 )
 from ._decode_known import NEWOBJ, REDUCE, check_class_names
 from ._known import ESCAPED_KEY_PREFIXES, btree_kind, escaped_key
@@ -95,10 +95,31 @@ def expansion_error(budget: int, start: int) -> CodecError:
                       f"expansion budget ({budget}) at offset {start}")
 
 
-def _added_by_sharing(root: Any) -> int:
+# Values some output writes in a longer form (finish weighs them as written): a float as {"@f": text}, a
+# text with U+0000 or a lone surrogate as base64, a key that looks like an escape escaped.  A value's written
+# form weighs at most WRITTEN_RATIO times its weight (a float: 1, and {"@f": "-1.7976931348623157e+308"}).
+F_WRITTEN_LONGER = F_NUL | F_SURROGATE | F_FLOAT | F_EXP_FLOAT | F_ESCAPED_KEY
+WRITTEN_RATIO = 29
+
+
+def written_weight(x: Any) -> int:
+    """The weight of a leaf in its longest written form (pg's float and text markers, an escaped key)."""
+    if type(x) is str:
+        if "\x00" in x or x.startswith(ESCAPED_KEY_PREFIXES) or (not x.isascii() and has_surrogate(x)):
+            size = len(x.encode("utf-8", "surrogatepass"))
+            return 6 + 4 * ((size + 2) // 3)  # {"@su": base64} as a value; "@ns:" + base64 as a key
+        return 1 + len(x)
+    if type(x) is float:
+        text = float_marker(x) or (repr(x) if x >= 1e16 or x <= -1e16 else None)
+        return 1 if text is None else 5 + len(text)
+    return 1
+
+
+def _added_by_sharing(root: Any, leaf_weight: Any = None) -> int:
     """What shared containers add to root's weight as a tree: its tree weight less its weight with each
-    container counted once.  Each container is weighed once (its tree weight kept by id), so the work is
-    that of the graph, not of the tree.  No cycles (finish looked for them first)."""
+    container counted once (leaves weighed by leaf_weight if given).  Each container is weighed once (its
+    tree weight kept by id), so the work is that of the graph, not of the tree.  No cycles (finish looked
+    for them first)."""
     if type(root) is not list and type(root) is not dict:
         return 0
     tree: dict = {}  # id -> tree weight of a container weighed
@@ -115,7 +136,7 @@ def _added_by_sharing(root: Any) -> int:
                     break
                 total += done
             else:
-                leaf = 1 + len(x) if type(x) is str else 1
+                leaf = leaf_weight(x) if leaf_weight is not None else 1 + len(x) if type(x) is str else 1
                 total += leaf
                 once += leaf
         else:
@@ -188,6 +209,70 @@ def shares_a_rebuilt(rebuilt: list, shared: Optional[dict]) -> bool:
     return bool(shared) and any(id(t) in shared for t in rebuilt)
 
 
+# Markers whose copies compare equal to the original (texts, references, classes), and those that compare
+# as their parts do: what a set item or dict key may repeat (collapses_by_identity).
+_EQUAL_COPY_MARKERS = frozenset(("@b", "@bi", "@dt", "@date", "@time", "@td", "@dec", "@uuid", "@cls", "@ref"))
+_PART_WISE_MARKERS = frozenset(("@t", "@set", "@fset"))
+
+
+def collapses_by_identity(sets: Optional[list], dforms: Optional[dict]) -> bool:
+    """Whether a set's items (sets: the item lists of the sets the pickle made), or the keys of a dict
+    written as @d pairs, reach one part twice that a copy would not compare equal to (a NaN, an object, a
+    list, or a tuple holding one): pickle's set or dict holds one item or key where the JSON's copies would
+    make two, so JSON cannot carry it (@pkl).  A pickler never writes such a set or keys: only a hand-made
+    pickle fetches one from the memo twice."""
+    for items in sets or ():
+        if _repeats_a_part_unequal_when_copied(items):
+            return True
+    for d in (dforms or {}).values():
+        pairs = d.get("@d")
+        if type(pairs) is list and _repeats_a_part_unequal_when_copied(
+                [p[0] for p in pairs if type(p) is list and p]):
+            return True
+    return False
+
+
+def _repeats_a_part_unequal_when_copied(items: list) -> bool:
+    unequal: dict = {}  # id -> whether a copy of the part compares unequal to it (None: being walked)
+    stack: list = [(x, None) for x in items]
+    while stack:
+        x, parts = stack.pop()
+        if type(x) is float:
+            if x != x:  # a NaN equals only itself
+                if id(x) in unequal:
+                    return True
+                unequal[id(x)] = True
+            continue
+        if type(x) is not list and type(x) is not dict:
+            continue
+        if parts is not None:  # back from its parts
+            unequal[id(x)] = any(unequal.get(id(y), False) is True for y in parts)
+            continue
+        if id(x) in unequal:
+            if unequal[id(x)] is not False:
+                return True
+            continue
+        parts = _parts_compared(x)
+        if parts is None:
+            unequal[id(x)] = True
+            continue
+        unequal[id(x)] = None
+        stack.append((x, parts))
+        stack.extend((y, None) for y in parts)
+    return False
+
+
+def _parts_compared(x: Any) -> Optional[list]:
+    """The parts x compares by, [] for a marker whose copy is equal, None where a copy compares unequal."""
+    if type(x) is dict and len(x) == 1:
+        key = next(iter(x))
+        if key in _EQUAL_COPY_MARKERS:
+            return []
+        if key in _PART_WISE_MARKERS and type(x[key]) is list:
+            return x[key]
+    return None
+
+
 def render_obj(obj: Obj, objs: dict) -> None:
     """Rewrite obj.value in place to the markers for what has been built so far (docs/format.md, "Markers")."""
     value = obj.value
@@ -251,13 +336,13 @@ def generic_call(obj: Any) -> dict:
 
 
 def finish(value: Any, unrepresentable: bool, cyclic: bool, maybe_deep: bool, flags: int, start: int,
-           budget: int) -> Any:
+           budget: int, fetched: int = 0) -> Any:
     """Check the value tree of the pickle at ``start``; raise Unrepresentable when JSON cannot carry it.
 
     ``maybe_deep``: the pickle ran more than DEEP_CONTAINERS container
     opcodes, enough to be more than MAX_DEPTH deep (a generous count only
     costs time).  ``cyclic``: a shared value was mutated.  ``budget``: its
-    expansion budget.
+    expansion budget, ``fetched`` what the values fetched weighed (as read).
     """
     if unrepresentable:
         raise Unrepresentable()
@@ -266,8 +351,9 @@ def finish(value: Any, unrepresentable: bool, cyclic: bool, maybe_deep: bool, fl
             raise Unrepresentable()
     except CodecError as exc:
         raise _depth_error(exc, start) from None
-    if cyclic and _added_by_sharing(value) > budget:  # before the depth walk, which walks the tree
-        raise expansion_error(budget, start)
+    longer = written_weight if flags & F_WRITTEN_LONGER else None
+    if (cyclic or longer_than_budget(flags, fetched, budget)) and _added_by_sharing(value, longer) > budget:
+        raise expansion_error(budget, start)  # before the depth walk, which walks the tree
     try:
         if maybe_deep or cyclic:
             _check_depth(value)
@@ -276,6 +362,12 @@ def finish(value: Any, unrepresentable: bool, cyclic: bool, maybe_deep: bool, fl
     if flags & F_ESCAPED_KEY:
         value = _escape_keys(value)
     return value
+
+
+def longer_than_budget(flags: int, fetched: int, budget: int) -> bool:
+    """Whether the values fetched, written in their longer forms, may weigh more than the budget: then
+    finish weighs what sharing adds as written."""
+    return bool(flags & F_WRITTEN_LONGER) and fetched * WRITTEN_RATIO > budget
 
 
 def _depth_error(exc: CodecError, start: int) -> CodecError:

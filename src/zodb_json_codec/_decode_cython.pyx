@@ -42,7 +42,7 @@ from . import _decode_common
 from ._decode_common import (
     EXPANSION_FLOOR, EXPANSION_PER_BYTE, Unrepresentable, became_markers, check_class_names_at_offset_0,
     expansion_error, finish, generic_call, instance_content, int_value, line_utf8, may_become_a_marker,
-    persistent_ref, watch_persistent_id, weight,
+    persistent_ref, watch_persistent_id, weight, collapses_by_identity,
 )
 from ._jsontext_cython cimport pg_json_text
 from ._pickletext_cython cimport CLASS_GLOBAL, CLASS_NAMES, CLASS_NAMES_NONE, ClassForm, ClassPickle, lane_text
@@ -98,6 +98,8 @@ if (F_NUL, F_SURROGATE, F_FLOAT, F_EXP_FLOAT, F_ESCAPED_KEY, K_REDUCE, K_NEWOBJ)
 cdef Py_ssize_t C_DEEP_CONTAINERS = _decode_common.DEEP_CONTAINERS - 1
 cdef object _from_bytes = int.from_bytes
 cdef Py_ssize_t C_MAX_MARKER_KEYS = MAX_MARKER_KEYS
+cdef int C_WRITTEN_LONGER = _decode_common.F_WRITTEN_LONGER
+cdef Py_ssize_t C_WRITTEN_RATIO = _decode_common.WRITTEN_RATIO
 
 
 # Not tracked by the cycle collector (no decoded value refers to a context), and
@@ -116,6 +118,7 @@ cdef class _Context:
     cdef list watched            # user dicts that may become marker-shaped (_set_items; or None)
     cdef public dict shared      # id -> value for mutable values fetched from the memo / DUP (or None)
     cdef public dict pid_parts   # id -> list or dict in a persistent id (watch_persistent_id; or None)
+    cdef list sets               # the item lists of the sets made (collapses_by_identity; or None)
     cdef public bint cyclic      # a shared value was mutated: the graph may have a cycle
     cdef public int flags
     cdef public list refs
@@ -675,7 +678,9 @@ cdef object _recognize(object callable_, object args, _Context ctx):
             return None
         # A copy (list() reads the size after it allocated): the set holds what the list held at the call;
         # the pickle may fill the list later through the memo.
-        return {"@set" if name == "set" else "@fset": list(values)}
+        values = list(values)
+        _note_set(ctx, values)
+        return {"@set" if name == "set" else "@fset": values}
     else:
         return None
     if known is _UNSURE:
@@ -1412,10 +1417,18 @@ cdef inline Py_ssize_t _op_binstring(_Context ctx, const unsigned char* p, Py_ss
     return pos + n
 
 
+cdef int _note_set(_Context ctx, list items) except -1:
+    if ctx.sets is None:
+        ctx.sets = []
+    PyList_Append(ctx.sets, items)
+
+
 cdef int _op_collect(_Context ctx, Py_ssize_t start, unsigned char op) except -1:
     """TUPLE, LIST, FROZENSET: the items since the last MARK, as one value."""
     ctx.containers += 1
     items = _pop_mark(ctx, start, "TUPLE" if op == TUPLE else "LIST" if op == LIST else "FROZENSET")
+    if op == FROZENSET:
+        _note_set(ctx, items)
     PyList_Append(ctx.stack, {"@t": items} if op == TUPLE else items if op == LIST else {"@fset": items})
     return 0
 
@@ -1537,11 +1550,14 @@ cdef object _finish(object value, _Context ctx, Py_ssize_t start):
     """_decode_common.finish where there is something to check: a value of more than C_DEEP_CONTAINERS container
     opcodes that _tree_weight cannot walk either is measured by the explicit-stack walk."""
     cdef bint maybe_deep = ctx.containers > C_DEEP_CONTAINERS
+    if ctx.fetched and (ctx.sets or ctx.dforms) and collapses_by_identity(ctx.sets, ctx.dforms):
+        ctx.unrepresentable = True
     if (ctx.unrepresentable or ctx.cyclic or ctx.flags & F_ESCAPED_KEY
+            or (ctx.flags & C_WRITTEN_LONGER and ctx.fetched * C_WRITTEN_RATIO > ctx.budget)
             or (maybe_deep and (type(value) is list or type(value) is dict)
                 and _tree_weight(value, PY_SSIZE_T_MAX) < 0)):
         return finish(value, ctx.unrepresentable, ctx.cyclic, maybe_deep, ctx.flags, start,
-                      ctx.budget)
+                      ctx.budget, ctx.fetched)
     return value
 
 

@@ -24,9 +24,9 @@ from ._decode_known import NEWOBJ, newobj_ex_callable, REDUCE
 from ._known import MAX_MARKER_KEYS, btree_kind, marker_kind
 from ._decode_common import (
     DEEP_CONTAINERS, F_ESCAPED_KEY, F_EXP_FLOAT, F_FLOAT, F_NUL, F_SHALLOW, F_SURROGATE,
-    SHALLOW_CONTAINERS, Obj, Unrepresentable, became_markers, check_class_names_at_offset_0, expansion_budget,
-    expansion_error, finish, float_flags, float_line, global_lines, in_state, int_line, int_value, long_line,
-    may_become_a_marker, memo_index, object_record_state, persid_line, rebuilt_target, render_obj,
+    SHALLOW_CONTAINERS, Obj, Unrepresentable, became_markers, check_class_names_at_offset_0, collapses_by_identity,
+    expansion_budget, expansion_error, finish, float_flags, float_line, global_lines, in_state, int_line, int_value,
+    long_line, may_become_a_marker, memo_index, object_record_state, persid_line, rebuilt_target, render_obj,
     shares_a_rebuilt, string_line, text_line, unicode_line, weight,
 )
 from ._decode_common import decode_error as _err
@@ -44,7 +44,7 @@ class _Context:
 
     __slots__ = ("compact", "memo", "objs", "dforms", "shared", "cyclic", "flags", "refs",
                  "unrepresentable", "uncallable", "containers", "fetched", "budget", "stack", "metastack",
-                 "rebuilt", "watched", "pid_parts")
+                 "rebuilt", "watched", "pid_parts", "sets")
 
     def __init__(self, compact: bool, size: int) -> None:
         self.compact = compact
@@ -65,6 +65,7 @@ class _Context:
         self.rebuilt: Optional[list] = None  # objects BUILD gave a second state (_build)
         self.watched: Optional[list] = None  # user dicts that may become marker-shaped (_set_items)
         self.pid_parts: Optional[dict] = None  # id -> list or dict in a persistent id (watch_persistent_id)
+        self.sets: Optional[list] = None  # the item lists of the sets made (collapses_by_identity)
 
 
 def _decode_utf8(raw: bytes, pos: int, ctx: _Context) -> str:
@@ -97,6 +98,8 @@ def _new_obj(ctx: _Context, kind: int, callable_: Any, args: Any) -> dict:
     obj = Obj(value, kind, callable_, args)
     ctx.objs[id(value)] = obj
     render_obj(obj, ctx.objs)
+    if len(value) == 1 and ("@set" in value or "@fset" in value):  # set(list): a known call
+        _note_set(ctx, value.get("@set", value.get("@fset")))
     return value
 
 
@@ -578,8 +581,16 @@ def _empty_tuple(ctx: _Context, data: bytes, pos: int) -> int:
 
 def _empty_set(ctx: _Context, data: bytes, pos: int) -> int:
     ctx.containers += 1
-    ctx.stack.append({"@set": []})
+    items: list = []
+    _note_set(ctx, items)
+    ctx.stack.append({"@set": items})
     return pos
+
+
+def _note_set(ctx: _Context, items: list) -> None:
+    if ctx.sets is None:
+        ctx.sets = []
+    ctx.sets.append(items)
 
 
 def _list(ctx: _Context, data: bytes, pos: int) -> int:
@@ -599,6 +610,7 @@ def _tuple(ctx: _Context, data: bytes, pos: int) -> int:
 def _frozenset(ctx: _Context, data: bytes, pos: int) -> int:
     ctx.containers += 1
     items = _pop_mark(ctx, pos, "FROZENSET")
+    _note_set(ctx, items)
     ctx.stack.append({"@fset": items})
     return pos
 
@@ -832,10 +844,12 @@ def _build(ctx: _Context, target: Any, state: Any) -> Any:
 def _finish(value: Any, ctx: _Context, start: int) -> Any:
     if ctx.rebuilt is not None and shares_a_rebuilt(ctx.rebuilt, ctx.shared):
         ctx.unrepresentable = True
+    if ctx.fetched and collapses_by_identity(ctx.sets, ctx.dforms):
+        ctx.unrepresentable = True
     if ctx.containers <= SHALLOW_CONTAINERS:
         ctx.flags |= F_SHALLOW
     return finish(value, ctx.unrepresentable, ctx.cyclic, ctx.containers > DEEP_CONTAINERS, ctx.flags, start,
-                  ctx.budget)
+                  ctx.budget, ctx.fetched)
 
 
 # ---------------------------------------------------------------------------

@@ -72,6 +72,7 @@ cdef enum:
     MAX_MEMO_INDEX = 1 << 16  # a LONG_BINPUT beyond: the usual way
     SMALL_DICT = 8           # up to this many keys, repeated ones are found by comparing every pair
     NOGIL_RECORD = 4096      # records from this size on are walked and written with the GIL released
+    WRITTEN_RATIO = 29       # _decode_common.WRITTEN_RATIO (tests/test_direct_lane.py compares)
 
 
 cdef struct Slots:  # a growable array of indices (the stack, the marks, the memo), inline while small
@@ -293,9 +294,8 @@ cdef bint _immutable(Lane* lane, Py_ssize_t i) noexcept nogil:
 
 
 cdef int _memo_get(Lane* lane, Py_ssize_t index) noexcept nogil:
-    """BINGET, LONG_BINGET of a value this pickle (or the class pickle) put: a copy of its node, which
-    shares its children (one parent each: a node's next is its place in its parent).  Declined once the
-    nodes given again weigh more than the decoder's expansion budget: its weights bound the decoder's."""
+    """BINGET, LONG_BINGET of a value this pickle or the class pickle put: a copy of its node, sharing its
+    children (a node's next is its place in its parent); declined past the decoder's budget (weights bound its)."""
     cdef Py_ssize_t source, i, weight
     if index < lane.memo.count and lane.memo.items[index] >= 0:
         source = lane.memo.items[index]
@@ -872,13 +872,13 @@ cdef int _hashed_keys_repeat(Lane* lane, Node* d) noexcept nogil:
 
 
 cdef int _write_text(Lane* lane, Out* out, Node* text, bint value) noexcept nogil:
-    """A JSON string of valid UTF-8 without U+0000; a value with U+0000 as {"@ns": base64 of its UTF-8};
-    1 for the rest (a key with U+0000 becomes "@ns:...", lone surrogates @su: the decoder's)."""
+    """A JSON string of valid UTF-8 without U+0000; a value with U+0000 as {"@ns": base64 of its UTF-8} (if
+    the repeats weigh little: the decoder weighs it so); 1 for the rest (keys with U+0000, lone surrogates)."""
     cdef const unsigned char* p = lane.p + text.start
     if zjc_utf8_prefix(p, text.size, 1) == text.size:
         out.failed |= _escape_utf8(&out.buffer, p, text.size) < 0
         return 0
-    if value and zjc_utf8_prefix(p, text.size, 0) == text.size:
+    if value and lane.fetched <= lane.budget // WRITTEN_RATIO and zjc_utf8_prefix(p, text.size, 0) == text.size:
         return _write_base64(out, b'{"@ns":"', p, text.size)
     return 1
 
