@@ -1470,11 +1470,11 @@ cdef int _offset(const unsigned char* p, Py_ssize_t i, Py_ssize_t n, long long* 
         return 0
     if n - i < 6 or (p[i] != b"+" and p[i] != b"-") or _digits(p, i + 1, n) != i + 3 or p[i + 3] != b":":
         return -1
-    if _digits(p, i + 4, n) != i + 6:
+    if _digits(p, i + 4, n) != i + 6 or _number(p, i + 1, i + 3) > 23 or p[i + 4] > b"5":  # under 24 hours
         return -1
     t = (_number(p, i + 1, i + 3) * 60 + _number(p, i + 4, i + 6)) * 60
     if i + 6 < n:
-        if n - i < 9 or p[i + 6] != b":" or _digits(p, i + 7, n) != i + 9:
+        if n - i < 9 or p[i + 6] != b":" or _digits(p, i + 7, n) != i + 9 or p[i + 7] > b"5":
             return -1
         t = (t + _number(p, i + 7, i + 9)) * 1000000
         if i + 9 < n:
@@ -1498,31 +1498,34 @@ cdef int _timezone(Writer* w, long long total) except -1:
     return _op2(w, TUPLE1, REDUCE)
 
 
-cdef Py_ssize_t _three_numbers(const unsigned char* p, Py_ssize_t i, Py_ssize_t n, unsigned char sep,
-                               Py_ssize_t first_digits, long* out) noexcept:
-    """``a<sep>b<sep>c`` from i (a of at most first_digits digits, b and c of at most 3) into out[0:3]:
-    the offset after c, or -1."""
-    cdef Py_ssize_t j = i, most = first_digits
-    cdef int k
-    for k in range(3):
-        if k:
-            if j >= n or p[j] != sep:
-                return -1
-            i = j + 1
-        j = _digits(p, i, n)
-        if j == i or j - i > most:
+cdef inline long _fixed(const unsigned char* p, Py_ssize_t width) noexcept:
+    """p[0:width] as a number if they are all ASCII digits, else -1."""
+    cdef long v = 0
+    cdef Py_ssize_t k
+    for k in range(width):
+        if <unsigned char>(p[k] - 48) >= 10:
             return -1
-        out[k] = _number(p, i, j)
-        most = 3
-    return j
+        v = v * 10 + (p[k] - 48)
+    return v
+
+
+cdef inline Py_ssize_t _three_numbers(const unsigned char* p, Py_ssize_t i, Py_ssize_t n, unsigned char sep,
+                                      Py_ssize_t width, long* out) noexcept:
+    """``a<sep>b<sep>c`` at i, a of width digits, b and c of 2, no digit after (YYYY-MM-DD, HH:MM:SS): the numbers
+    into out[0:3], the offset after c; -1 for any other text (the Python rules read every spelling)."""
+    cdef Py_ssize_t j = i + width
+    if j + 6 > n or p[j] != sep or p[j + 3] != sep or (j + 6 < n and <unsigned char>(p[j + 6] - 48) < 10):
+        return -1
+    out[0], out[1], out[2] = _fixed(p + i, width), _fixed(p + j + 1, 2), _fixed(p + j + 4, 2)
+    return j + 6 if (out[0] | out[1] | out[2]) >= 0 else -1
 
 
 cdef int _clock(const unsigned char* p, Py_ssize_t i, Py_ssize_t n, uint8_t* out, Py_ssize_t* end) noexcept:
-    """``HH:MM:SS[.f*]`` of the @dt/@time regexes from i: state bytes into out[0:6], 0; -1 if not handled."""
+    """``HH:MM:SS[.f*]`` of the @dt/@time regexes from i, a time of day: state bytes into out[0:6], 0; -1 if not."""
     cdef long hms[3]
     cdef long us = 0
-    cdef Py_ssize_t j = _three_numbers(p, i, n, b":", 3, hms)
-    if j < 0 or hms[0] > 255 or hms[1] > 255 or hms[2] > 255:
+    cdef Py_ssize_t j = _three_numbers(p, i, n, b":", 2, hms)
+    if j < 0 or hms[0] > 23 or hms[1] > 59 or hms[2] > 59:
         return -1
     if j < n and p[j] == b".":
         i = j + 1
@@ -1538,11 +1541,19 @@ cdef int _clock(const unsigned char* p, Py_ssize_t i, Py_ssize_t n, uint8_t* out
     return 0
 
 
-cdef int _date_part(const unsigned char* p, Py_ssize_t n, uint8_t* out, Py_ssize_t* end) noexcept:
-    """``Y-M-D`` of the @dt/@date regexes: state bytes into out[0:4], 0; -1 if not handled."""
+cdef inline bint _day_exists(long y, long m, long d) noexcept:
+    """Is d a day of month m (1-12) of year y?  _encode_known.month_days."""
+    if m == 2:
+        return 1 <= d <= 28 or (d == 29 and y % 4 == 0 and (y % 100 != 0 or y % 400 == 0))
+    return 1 <= d <= 30 + ((m + (m >> 3)) & 1)  # 31 in January, March, May, July, August, October, December
+
+
+cdef inline int _date_part(const unsigned char* p, Py_ssize_t n, uint8_t* out, Py_ssize_t* end) noexcept:
+    """``Y-M-D`` of the @dt/@date regexes, a date that exists: state bytes into out[0:4], 0; -1 if not."""
     cdef long ymd[3]
-    cdef Py_ssize_t j = _three_numbers(p, 0, n, b"-", 5, ymd)
-    if j < 0 or ymd[0] > 65535 or ymd[1] > 255 or ymd[2] > 255:
+    cdef Py_ssize_t j = _three_numbers(p, 0, n, b"-", 4, ymd)
+    if j < 0 or <unsigned long>(ymd[0] - 1) >= 9999 or <unsigned long>(ymd[1] - 1) >= 12 or not _day_exists(
+            ymd[0], ymd[1], ymd[2]):
         return -1
     out[0] = <uint8_t>(ymd[0] >> 8)
     out[1] = <uint8_t>ymd[0]
@@ -1586,7 +1597,7 @@ cdef int _m_dt(Writer* w, object text, object tz, Py_ssize_t depth) except -1:
                 and _clock(p, end + 1, n, state + 4, &end) == 0):
             if tz is None and _zoned_call(w, b"cdatetime\ndatetime\nC\n", 21, state, 10, p, end, n):
                 return 0
-            if zone != NULL and end == n:
+            if zone != NULL and end == n and _pytz_offsets_fit(<object>zone):
                 arguments = <list>zone  # held: a big int among them runs code (a collection) as it is written
                 _raw(w, b"cdatetime\ndatetime\nC\n", 21)
                 _raw(w, state, 10)
@@ -1625,6 +1636,15 @@ cdef PyObject* _pytz_arguments(object tz) noexcept:
     return found
 
 
+cdef bint _pytz_offsets_fit(object arguments) except -1:
+    """pytz._p(zone, utcoffset, dstoffset, tzname)'s offsets under 24 hours either way, as _encode_known.tz_call
+    takes them (else the Python rule says what is wrong); allocates nothing (`_m_dt` holds the list after it)."""
+    for i in range(1, min(len(arguments), 3)):
+        if type(arguments[i]) is int and not -86399 <= arguments[i] <= 86399:
+            return False
+    return True
+
+
 cdef int _m_time(Writer* w, dict d) except -1:
     # window: str_chars
     cdef const unsigned char* p
@@ -1659,22 +1679,39 @@ cdef int _m_td(Writer* w, object parts) except -1:
     # window: a timedelta's three numbers | 64-bit ints, whose writing runs nothing; else the Python call
     cdef Py_ssize_t start = w.pos, i
     cdef PyObject* x
+    cdef long long v
     if type(parts) is list and PyList_GET_SIZE(parts) == 3:
         _raw(w, b"cdatetime\ntimedelta\n", 20)
         for i in range(3):  # ints of 64 bits, whose writing runs no code; any other shape through the call
-            x = PyList_GET_ITEM(parts, i)
-            if type(<object>x) is not int or not _int_in_64_bits(w, <object>x):
+            x = PyList_GET_ITEM(parts, i)  # in range for sure: compact (under 2**30), days under 999,900,000
+            if (type(<object>x) is not int or not zjc_compact_long(<object>x, &v)
+                    or (i == 0 and not -999900000 < v < 999900000) or not _int_in_64_bits(w, <object>x)):
                 w.pos = start
                 return _call(w, _encode_known.timedelta_call(parts))
         return _op2(w, TUPLE3, REDUCE)
     return _call(w, _encode_known.timedelta_call(parts))
 
 
+cdef bint _plain_decimal(const unsigned char* p, Py_ssize_t n) noexcept:
+    """Is p[0:n] a sign or none, then ASCII digits with at most one "." and at least one digit: a number
+    decimal.Decimal reads whatever its context?  Others (exponents, NaN, spaces, _) the Python rule decides."""
+    cdef Py_ssize_t i, first = 1 if n and (p[0] == b"+" or p[0] == b"-") else 0, dots = 0
+    for i in range(first, n):
+        if <unsigned char>(p[i] - 48) >= 10:
+            if p[i] != b".":
+                return False
+            dots += 1
+    return dots <= 1 and n - first > dots
+
+
 cdef int _m_dec(Writer* w, object text) except -1:
+    cdef Py_ssize_t start = w.pos
     if type(text) is str:
         _raw(w, b"cdecimal\nDecimal\n", 17)
-        _str(w, <str>text)
-        return _op2(w, TUPLE1, REDUCE)
+        _str(w, <str>text)  # BINUNICODE: a 5-byte header, then the text's UTF-8, read back here
+        if _plain_decimal(w.buf + start + 22, w.pos - start - 22):
+            return _op2(w, TUPLE1, REDUCE)
+        w.pos = start
     return _call(w, _encode_known.decimal_call(text))
 
 

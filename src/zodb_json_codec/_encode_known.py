@@ -43,6 +43,53 @@ _TIME = re.compile(r"(\d{1,3}):(\d{1,3}):(\d{1,3})(?:\.(\d*))?(.*)\Z", re.S)
 _DATE = re.compile(r"(\d{1,5})-(\d{1,3})-(\d{1,3})\Z")
 _OFFSET = re.compile(r"([+-])(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,6}))?)?\Z")
 
+# Values that exist (docs/format.md, "Values that exist"): a marker's fields are checked against the ranges of
+# the type it stands for, so that no encoder writes a record that fails (or loads as an impossible value) only
+# when ZODB reads it.  The Cython twin writes the values these rules take and hands every other text here.
+
+_MONTH_DAYS = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+#: timedelta's limit on its days once normalised (datetime.timedelta.max.days).
+TIMEDELTA_MAX_DAYS = 999999999
+
+#: The most seconds either way of a UTC offset (datetime.timezone: strictly under 24 hours).
+OFFSET_MAX_SECONDS = 86399
+
+
+def _out_of_range(marker: str, part: str, value: int, allowed: str, text: str) -> CodecError:
+    return CodecError(f"invalid pickle data: {marker} {part} {value} is out of range ({allowed}): {text[:60]!r}")
+
+
+def month_days(year: int, month: int) -> int:
+    """The days of a month of the proleptic Gregorian calendar (datetime's)."""
+    if month == 2 and year % 4 == 0 and (year % 100 != 0 or year % 400 == 0):
+        return 29
+    return _MONTH_DAYS[month - 1]
+
+
+def _date_state(marker: str, text: str, year: int, month: int, day: int) -> bytes:
+    """The 4 state bytes of a date that exists: year 1-9999, month 1-12, a day of that month."""
+    if not 1 <= year <= 9999:
+        raise _out_of_range(marker, "year", year, "1-9999", text)
+    if not 1 <= month <= 12:
+        raise _out_of_range(marker, "month", month, "1-12", text)
+    if not 1 <= day <= 28:
+        last = month_days(year, month)
+        if not 1 <= day <= last:
+            raise _out_of_range(marker, "day", day, f"1-{last} in {year:04d}-{month:02d}", text)
+    return bytes((year >> 8, year & 255, month, day))
+
+
+def _clock_state(marker: str, text: str, hour: int, minute: int, second: int, us: int) -> bytes:
+    """The 6 state bytes of a time of day: hour 0-23, minute and second 0-59 (us is under 10**6)."""
+    if hour > 23:
+        raise _out_of_range(marker, "hour", hour, "0-23", text)
+    if minute > 59:
+        raise _out_of_range(marker, "minute", minute, "0-59", text)
+    if second > 59:
+        raise _out_of_range(marker, "second", second, "0-59", text)
+    return bytes((hour, minute, second, us >> 16 & 255, us >> 8 & 255, us & 255))
+
 
 def _fraction(text: Optional[str]) -> int:
     if not text:
@@ -50,34 +97,31 @@ def _fraction(text: Optional[str]) -> int:
     return int((text[:6]).ljust(6, "0"))
 
 
-def _offset_us(text: str, whole: str) -> Optional[int]:
+def _offset_us(marker: str, text: str, whole: str) -> Optional[int]:
+    """The microseconds of an offset ``[+-]HH:MM[:SS[.ffffff]]`` or ``Z`` (None: no offset): under 24 hours."""
     if not text:
         return None
     if text == "Z":
         return 0
     m = _OFFSET.match(text)
     if m is None:
-        raise CodecError(f"invalid pickle data: bad offset: {whole[:60]!r}")
+        raise CodecError(f"invalid pickle data: {marker} offset is not [+-]HH:MM[:SS[.ffffff]] or Z: {whole[:60]!r}")
     sign, hh, mm, ss, frac = m.groups()
-    total = ((int(hh) * 60 + int(mm)) * 60 + int(ss or 0)) * 1000000 + _fraction(frac)
+    hours, minutes, seconds = int(hh), int(mm), int(ss or 0)
+    if hours > 23:
+        raise _out_of_range(marker, "offset hours", hours, "0-23: under 24 hours", whole)
+    if minutes > 59:
+        raise _out_of_range(marker, "offset minutes", minutes, "0-59", whole)
+    if seconds > 59:
+        raise _out_of_range(marker, "offset seconds", seconds, "0-59", whole)
+    total = ((hours * 60 + minutes) * 60 + seconds) * 1000000 + _fraction(frac)
     return -total if sign == "-" else total
-
-
-def _byte(value: int, what: str, whole: str) -> int:
-    if not 0 <= value <= 255:
-        raise CodecError(f"invalid pickle data: bad {what}: {whole[:60]!r}")
-    return value
-
-
-def _us_bytes(us: int) -> bytes:
-    return bytes((us >> 16 & 255, us >> 8 & 255, us & 255))
 
 
 def timezone_call(total_us: int) -> Call:
     td = _dt.timedelta(microseconds=total_us)
     return Call(Global("datetime", "timezone"),
                 [Call(Global("datetime", "timedelta"), [td.days, td.seconds, td.microseconds])])
-
 
 
 def tz_call(tz: Any, whole: str) -> Call:
@@ -88,6 +132,11 @@ def tz_call(tz: Any, whole: str) -> Call:
             for a in args:
                 if type(a) is not str and not (type(a) is int):
                     raise CodecError("invalid pickle data: unsupported pytz arg")
+            for i in (1, 2):  # pytz._p(zone, utcoffset, dstoffset, tzname): offsets in seconds
+                if i < len(args) and type(args[i]) is int and not -OFFSET_MAX_SECONDS <= args[i] <= OFFSET_MAX_SECONDS:
+                    what = "utcoffset" if i == 1 else "dstoffset"
+                    raise CodecError(f"invalid pickle data: @tz pytz {what} is out of range (under 24 hours, "
+                                     f"-86399 to 86399 seconds) in {whole[:60]!r}")
             return Call(Global("pytz", "_p"), list(args))
         if set(tz) == {"zoneinfo"} and type(tz["zoneinfo"]) is str:
             return zoneinfo_call(tz["zoneinfo"])
@@ -99,11 +148,11 @@ def zoneinfo_call(key: str) -> Call:
     return Call(unpickle, [key, 1])
 
 
-def _with_zone(state: bytes, tz: Any, offset_text: str, whole: str) -> list:
+def _with_zone(marker: str, state: bytes, tz: Any, offset_text: str, whole: str) -> list:
     """Constructor arguments: the state bytes, then the zone (``@tz`` wins over an offset)."""
     if tz is not None:
         return [state, tz_call(tz, whole)]
-    offset = _offset_us(offset_text, whole)
+    offset = _offset_us(marker, offset_text, whole)
     return [state] if offset is None else [state, timezone_call(offset)]
 
 
@@ -113,29 +162,23 @@ def _matched(pattern: Any, text: Any, marker: str, what: str) -> Any:
         raise CodecError(f"invalid pickle data: {marker} must be a string")
     m = pattern.match(text)
     if m is None:
-        raise CodecError(f"invalid pickle data: bad {what}: {text[:60]!r}")
+        raise CodecError(f"invalid pickle data: {marker} is not {what}: {text[:60]!r}")
     return m
 
 
 def datetime_call(text: Any, tz: Any = None) -> Call:
-    m = _matched(_DATETIME, text, "@dt", "datetime")
+    m = _matched(_DATETIME, text, "@dt", "a datetime")
     year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
-    us = _fraction(m.group(7))
-    if not 0 <= year <= 65535:
-        raise CodecError(f"invalid pickle data: bad year: {text[:60]!r}")
-    state = bytes((year >> 8, year & 255, _byte(month, "month", text), _byte(day, "day", text),
-                   _byte(hour, "hour", text), _byte(minute, "minute", text),
-                   _byte(second, "second", text))) + _us_bytes(us)
-    return Call(Global("datetime", "datetime"), _with_zone(state, tz, m.group(8), text))
+    state = (_date_state("@dt", text, year, month, day)
+             + _clock_state("@dt", text, hour, minute, second, _fraction(m.group(7))))
+    return Call(Global("datetime", "datetime"), _with_zone("@dt", state, tz, m.group(8), text))
 
 
 def time_call(text: Any, tz: Any = None) -> Call:
-    m = _matched(_TIME, text, "@time", "time")
+    m = _matched(_TIME, text, "@time", "a time")
     hour, minute, second = (int(g) for g in m.groups()[:3])
-    us = _fraction(m.group(4))
-    state = bytes((_byte(hour, "hour", text), _byte(minute, "minute", text),
-                   _byte(second, "second", text))) + _us_bytes(us)
-    return Call(Global("datetime", "time"), _with_zone(state, tz, m.group(5), text))
+    state = _clock_state("@time", text, hour, minute, second, _fraction(m.group(4)))
+    return Call(Global("datetime", "time"), _with_zone("@time", state, tz, m.group(5), text))
 
 
 def date_call(text: Any) -> Call:
@@ -143,12 +186,9 @@ def date_call(text: Any) -> Call:
         raise CodecError("invalid pickle data: @date must be a string")
     m = _DATE.match(text[:10]) if len(text) >= 10 else _DATE.match(text)
     if m is None:
-        raise CodecError(f"invalid pickle data: invalid date: {text[:60]!r}")
+        raise CodecError(f"invalid pickle data: @date is not a date: {text[:60]!r}")
     year, month, day = (int(g) for g in m.groups())
-    if not 0 <= year <= 65535:
-        raise CodecError(f"invalid pickle data: invalid year in date: {text[:60]!r}")
-    state = bytes((year >> 8, year & 255, _byte(month, "month", text), _byte(day, "day", text)))
-    return Call(Global("datetime", "date"), [state])
+    return Call(Global("datetime", "date"), [_date_state("@date", text, year, month, day)])
 
 
 def timedelta_call(parts: Any) -> Call:
@@ -157,12 +197,37 @@ def timedelta_call(parts: Any) -> Call:
     for i, p in enumerate(parts):
         if type(p) is not int:
             raise CodecError(f"invalid pickle data: @td[{i}] must be int")
+    try:
+        _dt.timedelta(*parts)  # normalises: days, seconds, microseconds may each be any int
+    except OverflowError:
+        raise CodecError(f"invalid pickle data: @td days are out of range (at most {TIMEDELTA_MAX_DAYS} "
+                         "either way once seconds and microseconds are carried into them)") from None
     return Call(Global("datetime", "timedelta"), list(parts))
+
+
+_decimal_context: Any = None
+
+
+def _decimal_reads(text: str) -> bool:
+    """Does ``decimal.Decimal`` read this text (whatever the caller's context traps)?  decimal is imported at the
+    first @dec text that needs it: the Cython twin reads plain numbers in C."""
+    global _decimal_context
+    import decimal
+
+    if _decimal_context is None:
+        _decimal_context = decimal.Context(traps=[decimal.InvalidOperation])
+    try:
+        decimal.Decimal(text, _decimal_context)
+    except decimal.InvalidOperation:
+        return False
+    return True
 
 
 def decimal_call(text: Any) -> Call:
     if type(text) is not str:
         raise CodecError("invalid pickle data: @dec must be a string")
+    if not _decimal_reads(text):
+        raise CodecError(f"invalid pickle data: @dec is not a number decimal.Decimal reads: {text[:60]!r}")
     return Call(Global("decimal", "Decimal"), [text])
 
 
@@ -171,11 +236,11 @@ def uuid_int(text: Any) -> int:
         raise CodecError("invalid pickle data: @uuid must be a string")
     digits = text.replace("-", "")
     if len(digits) != 32:
-        raise CodecError(f"invalid pickle data: invalid UUID: {text[:60]!r}")
+        raise CodecError(f"invalid pickle data: @uuid is not 32 hex digits: {text[:60]!r}")
     try:
         return int(digits, 16)
     except ValueError:
-        raise CodecError(f"invalid pickle data: invalid UUID hex: {text[:60]!r}") from None
+        raise CodecError(f"invalid pickle data: @uuid is not 32 hex digits: {text[:60]!r}") from None
 
 
 def native_call(value: Any) -> Optional[Any]:
