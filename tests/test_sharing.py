@@ -311,6 +311,9 @@ REPEATED = {  # a set or dict whose items or keys reach one part twice, where a 
     + APPENDS + TUPLE1 + b"R",
     "frozenset of two tuples of one NaN": MARK + NAN + put(70) + TUPLE1 + get(70) + TUPLE1 + FROZENSET,
     "dict with a NaN tuple key twice": EMPTY_DICT + MARK + NAN_TUPLE + INT5 + get(70) + INT5 + SETITEMS,
+    # an object built as the direct lane builds them (NEWOBJ, BUILD), in a list twice, the list given to set()
+    "frozenset() of one object twice": b"cbuiltins\nfrozenset\n" + EMPTY_LIST + MARK + b"czodbapp\nPlainSlots\n)\x81"
+    + EMPTY_DICT + b"b" + put(70) + get(70) + APPENDS + TUPLE1 + b"R",
 }
 
 

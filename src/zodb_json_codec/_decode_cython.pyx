@@ -21,7 +21,7 @@ cimport cython
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_GetItem, PyDict_Next, PyDict_SetItem
 from cpython.list cimport PyList_Append, PyList_GET_ITEM, PyList_GET_SIZE
-from cpython.long cimport PyLong_FromLongLong
+from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_FromLongLong
 from cpython.pyport cimport PY_SSIZE_T_MAX
 from cpython.exc cimport PyErr_Clear, PyErr_ExceptionMatches
 from cpython.object cimport PyObject
@@ -31,18 +31,18 @@ from libc.string cimport memchr, memcmp, memcpy
 from libc.math cimport fabs, isinf, isnan, signbit
 
 from ._classnames cimport BTREE_IS_MAP, BTREE_IS_TREE, btree_bits
-from ._datetext cimport date_state_text, datetime_state_text, offset_text
+from ._datetext cimport date_state_text, datetime_state_text, decimal_text, offset_text
 from ._opcodes cimport *
 from ._primitives cimport ZJC_B64_LENGTH, zjc_b64_decode, zjc_b64_encode, zjc_b64_size, zjc_hex_encode
 
 from . import _decode_known, _known
 from ._common import CodecError, b64encode, bytes_argument
-from ._known import MAX_MARKER_KEYS, marker_kind
+from ._known import MAX_MARKER_KEYS, decimal_reads, marker_kind, timedelta_exists
 from . import _decode_common
 from ._decode_common import (
     EXPANSION_FLOOR, EXPANSION_PER_BYTE, Unrepresentable, became_markers, check_class_names_at_offset_0,
-    expansion_error, finish, generic_call, instance_content, int_value, line_utf8, may_become_a_marker,
-    persistent_ref, watch_persistent_id, weight, collapses_by_identity,
+    collapses_by_identity, expansion_error, finish, generic_call, instance_content, int_value, line_utf8,
+    may_become_a_marker, persistent_ref, watch_persistent_id, weight,
 )
 from ._jsontext_cython cimport pg_json_text
 from ._pickletext_cython cimport CLASS_GLOBAL, CLASS_NAMES, CLASS_NAMES_NONE, ClassForm, ClassPickle, lane_text
@@ -351,9 +351,8 @@ cdef inline PyObject* _only_value(object v, str key) noexcept:
 # Not tracked by the cycle collector: no decoded value ever refers to one.
 @cython.no_gc
 cdef class _CObj:
-    """An object under construction: _decode_common.Obj with C fields (the same attribute names,
-    so the shared _known functions read it alike).  items and appends stay None: SETITEMS and APPENDS
-    on an object go to the Python twin."""
+    """An object under construction: _decode_common.Obj with C fields (the same attribute names, so the shared _known
+    functions read it alike).  items and appends stay None: SETITEMS and APPENDS on an object go to the Python twin."""
 
     cdef public dict value
     cdef public int kind
@@ -413,9 +412,8 @@ cdef object _global_names(object v):
 
 
 cdef dict _content(_CObj obj, _Context ctx):
-    """_decode_common.obj_content's markers, with the known types ZODB writes most recognised in C and BTree
-    states flattened in C (items and appends are None here: SETITEMS and APPENDS on an object go to the
-    Python twin)."""
+    """_decode_common.obj_content's markers, with the known types ZODB writes most recognised in C and BTree states
+    flattened in C (items and appends are None here: SETITEMS and APPENDS on an object go to the Python twin)."""
     cdef bint newobj = obj.kind == K_NEWOBJ
     callable_, args = obj.callable, obj.args
     if not obj.built:
@@ -642,6 +640,7 @@ cdef object _date_marker(list items):
 cdef object _recognize(object callable_, object args, _Context ctx):
     """_decode_known.recognize_reduce: the usual shapes here, the rest by it."""
     # window: a known call's arguments | each read right after the size, before its marker is made
+    cdef int overflow, compact = True  # compact: timedelta parts it surely takes (each under 9 * 10**8)
     names = _global_names(callable_)
     if names is None:
         return None
@@ -664,12 +663,18 @@ cdef object _recognize(object callable_, object args, _Context ctx):
             for x in <list>items:
                 if type(x) is not int:
                     return None
+                compact &= -900000000 <= PyLong_AsLongLongAndOverflow(x, &overflow) <= 900000000 and not overflow
+            if not compact and not timedelta_exists(items):  # a timedelta that exists: the generic call else
+                return None
             return _untracked({"@td": _untracked(list(<list>items))})
     elif module == "decimal":
         if name != "Decimal" or len(<list>items) != 1:
             return None
         text = (<list>items)[0]  # read before the marker is made (making it may run code: see _top)
-        return {"@dec": text} if _plain_text(text) else None
+        if not _plain_text(text) or not (decimal_text(PyUnicode_1BYTE_DATA(text), PyUnicode_GET_LENGTH(text))
+                                         or decimal_reads(text)):
+            return None  # a number decimal.Decimal cannot read: the generic call
+        return {"@dec": text}
     elif module == "builtins":
         if (name != "set" and name != "frozenset") or len(<list>items) != 1:
             return None
@@ -678,9 +683,7 @@ cdef object _recognize(object callable_, object args, _Context ctx):
             return None
         # A copy (list() reads the size after it allocated): the set holds what the list held at the call;
         # the pickle may fill the list later through the memo.
-        values = list(values)
-        _note_set(ctx, values)
-        return {"@set" if name == "set" else "@fset": values}
+        return {"@set" if name == "set" else "@fset": _noted_set(ctx, list(values))}
     else:
         return None
     if known is _UNSURE:
@@ -896,8 +899,7 @@ cdef inline bint _oid_bytes(_Context ctx, object first, unsigned char* raw) noex
 
 
 cdef dict _compact_ref(_Context ctx, const unsigned char* raw, object klass):
-    """The compact @ref of an oid and its class (None: the oid alone), or None: a class that needs the
-    generic form."""
+    """The compact @ref of an oid and its class (None: the oid alone), or None: a class that needs the generic form."""
     if klass is None:
         return {"@ref": _hex(raw, 8)}
     dotted = _ref_class_text(ctx, klass)
@@ -1417,18 +1419,19 @@ cdef inline Py_ssize_t _op_binstring(_Context ctx, const unsigned char* p, Py_ss
     return pos + n
 
 
-cdef int _note_set(_Context ctx, list items) except -1:
+cdef list _noted_set(_Context ctx, list items):
+    """items, the items of a set, noted for collapses_by_identity."""
     if ctx.sets is None:
         ctx.sets = []
     PyList_Append(ctx.sets, items)
+    return items
 
 
 cdef int _op_collect(_Context ctx, Py_ssize_t start, unsigned char op) except -1:
     """TUPLE, LIST, FROZENSET: the items since the last MARK, as one value."""
     ctx.containers += 1
     items = _pop_mark(ctx, start, "TUPLE" if op == TUPLE else "LIST" if op == LIST else "FROZENSET")
-    if op == FROZENSET:
-        _note_set(ctx, items)
+    items = _noted_set(ctx, items) if op == FROZENSET else items
     PyList_Append(ctx.stack, {"@t": items} if op == TUPLE else items if op == LIST else {"@fset": items})
     return 0
 
@@ -1550,7 +1553,7 @@ cdef object _finish(object value, _Context ctx, Py_ssize_t start):
     """_decode_common.finish where there is something to check: a value of more than C_DEEP_CONTAINERS container
     opcodes that _tree_weight cannot walk either is measured by the explicit-stack walk."""
     cdef bint maybe_deep = ctx.containers > C_DEEP_CONTAINERS
-    if ctx.fetched and (ctx.sets or ctx.dforms) and collapses_by_identity(ctx.sets, ctx.dforms):
+    if (ctx.shared or ctx.flags & F_FLOAT) and (ctx.sets or ctx.dforms) and collapses_by_identity(ctx.sets, ctx.dforms):
         ctx.unrepresentable = True
     if (ctx.unrepresentable or ctx.cyclic or ctx.flags & F_ESCAPED_KEY
             or (ctx.flags & C_WRITTEN_LONGER and ctx.fetched * C_WRITTEN_RATIO > ctx.budget)
@@ -1608,13 +1611,12 @@ cdef int _lazy_class_memo(_Context ctx, tuple names, ClassPickle* klass) except 
 
 
 cdef object _usual_class_names(bytes data, ClassPickle* klass):
-    """(module, name) of a class pickle of one of these forms, with *klass saying which and where its
-    parts are; else None (the pickle machine reads it).
-      ZODB's:    PROTO 2|3, GLOBAL "module\nname\n", BINPUT 0, STOP
-      as text:   PROTO 2|3, BINUNICODE module, BINPUT 0, BINUNICODE name, BINPUT 1, TUPLE2, BINPUT 2, STOP
-      encoded:   PROTO 2|3, BINUNICODE module, BINUNICODE name, TUPLE2, NONE, TUPLE2, STOP (what
-                 encode_zodb_record writes: every record a storage copies from a jsonb storage has it)
-    The names are non-empty printable ASCII, which every way of reading them gives alike."""
+    """(module, name) of a class pickle of one of these forms, with *klass saying which and where its parts are; else
+    None (the pickle machine reads it). ZODB's:    PROTO 2|3, GLOBAL "module\nname\n", BINPUT 0, STOP as text:   PROTO
+    2|3, BINUNICODE module, BINPUT 0, BINUNICODE name, BINPUT 1, TUPLE2, BINPUT 2, STOP encoded:   PROTO 2|3, BINUNICODE
+    module, BINUNICODE name, TUPLE2, NONE, TUPLE2, STOP (what encode_zodb_record writes: every record a storage copies
+    from a jsonb storage has it) The names are non-empty printable ASCII, which every way of reading them gives
+    alike."""
     # window: pickle_bytes
     cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(data)
     cdef Py_ssize_t end = PyBytes_GET_SIZE(data), a, b
@@ -1689,9 +1691,8 @@ cdef inline str _ascii(const unsigned char* p, Py_ssize_t n):
 
 cdef _Context _decode_record(object data, object names_read=None,
                              ClassPickle* class_read=NULL):
-    """The context of a decoded ZODB record: module, name, state (compact references), refs, flags,
-    state_offset (where the state pickle starts).  names_read and class_read: the class pickle already
-    read by _usual_class_names."""
+    """The context of a decoded ZODB record: module, name, state (compact references), refs, flags, state_offset (where
+    the state pickle starts).  names_read and class_read: the class pickle already read by _usual_class_names."""
     if type(data) is not bytes:
         data = bytes_argument(data)
     cdef _Context ctx = _new_context(PyBytes_GET_SIZE(data))

@@ -13,7 +13,9 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from ._common import CodecError, I64_MAX, I64_MIN, has_surrogate
-from ._known import global_name, is_ref, raw_bytes, tuple_items
+from ._known import (
+    OFFSET_MAX_SECONDS, date_exists, decimal_reads, global_name, is_ref, raw_bytes, timedelta_exists, tuple_items,
+)
 
 # Kinds of objects under construction (REDUCE / NEWOBJ results): the
 # decoders make them (_decode_common.Obj), the rules below read them.
@@ -56,11 +58,11 @@ def recognize_reduce(callable_: Any, args: Any, objs: dict) -> Optional[dict]:
         if name == "time":
             return _time_marker(items, objs)
         if name == "timedelta":
-            if len(items) == 3 and all(_is_int(x) for x in items):
+            if len(items) == 3 and all(_is_int(x) for x in items) and timedelta_exists(items):
                 return {"@td": list(items)}
         return None
     if module == "decimal" and name == "Decimal":
-        if len(items) == 1 and _plain_text(items[0]):
+        if len(items) == 1 and _plain_text(items[0]) and decimal_reads(items[0]):
             return {"@dec": items[0]}
         return None
     if module == "builtins" and name in ("set", "frozenset"):
@@ -85,9 +87,8 @@ def _datetime_marker(items: list, objs: dict) -> Optional[dict]:
     year = raw[0] << 8 | raw[1]
     month, day, hour, minute, second = raw[2], raw[3], raw[4], raw[5], raw[6]
     us = raw[7] << 16 | raw[8] << 8 | raw[9]
-    if not (1 <= year and 1 <= month <= 12 and 1 <= day <= 31 and hour < 24 and minute < 60
-            and second < 60 and us < 1000000):
-        return None  # includes the protocol 4 fold bit (month >= 128): keep the raw bytes
+    if not (date_exists(year, month, day) and hour < 24 and minute < 60 and second < 60 and us < 1000000):
+        return None  # a datetime that does not exist, or the protocol 4 fold bit (month >= 128): the raw bytes
     text = f"{year:04d}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}"
     if us:
         text += f".{us:06d}"
@@ -127,7 +128,7 @@ def _date_marker(items: list) -> Optional[dict]:
         return None
     year = raw[0] << 8 | raw[1]
     month, day = raw[2], raw[3]
-    if not (1 <= year and 1 <= month <= 12 and 1 <= day <= 31):
+    if not date_exists(year, month, day):
         return None
     return {"@date": f"{year:04d}-{month:02d}-{day:02d}"}
 
@@ -167,7 +168,8 @@ def _tz_marker(tz: Any, objs: dict) -> Any:
         return "+00:00" if not items else None
     if cls == ("pytz", "_p"):
         if items and _plain_text(items[0]) and all(
-                _plain_text(x) or (_is_int(x) and I64_MIN <= x <= I64_MAX) for x in items):
+                _plain_text(x) or (_is_int(x) and I64_MIN <= x <= I64_MAX) for x in items) and all(
+                not _is_int(x) or -OFFSET_MAX_SECONDS <= x <= OFFSET_MAX_SECONDS for x in items[1:3]):
             return {"pytz": list(items), "name": items[0]}
         return None
     if cls is None:

@@ -844,7 +844,7 @@ def _build(ctx: _Context, target: Any, state: Any) -> Any:
 def _finish(value: Any, ctx: _Context, start: int) -> Any:
     if ctx.rebuilt is not None and shares_a_rebuilt(ctx.rebuilt, ctx.shared):
         ctx.unrepresentable = True
-    if ctx.fetched and collapses_by_identity(ctx.sets, ctx.dforms):
+    if (ctx.shared or ctx.flags & F_FLOAT) and collapses_by_identity(ctx.sets, ctx.dforms):
         ctx.unrepresentable = True
     if ctx.containers <= SHALLOW_CONTAINERS:
         ctx.flags |= F_SHALLOW

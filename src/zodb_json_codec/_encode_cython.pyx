@@ -1,12 +1,10 @@
 # cython: language_level=3, embedsignature=True
 """Compiled encoder, the Cython twin of ``_encode_python`` (normative): marker values -> pickle bytes."""
 
-# One walk over the value tree, as in _encode_python, writing opcodes into one
-# growing C buffer (on the C stack until it outgrows it).  Every branch
-# mirrors a branch of the Python twin in the same order, so that the same
-# inputs give the same bytes and the same first error.  Plain values, the
-# markers real records hold and the markers' common shapes are written here
-# in C; rare shapes call the shared rules in _common and _known.
+# One walk over the value tree, as in _encode_python, writing opcodes into one growing C buffer (on the C
+# stack until it outgrows it).  Every branch mirrors a branch of the Python twin in the same order, so that
+# the same inputs give the same bytes and the same first error.  Plain values, the markers real records hold
+# and the markers' common shapes are written here in C; rare shapes call the shared rules in _common and _known.
 
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_FromDouble
@@ -25,6 +23,7 @@ from libc.stdint cimport uint8_t, uint32_t, uint64_t
 from libc.string cimport memchr, memcpy, memmove, memset
 
 from ._classnames cimport BTREE_IS_TREE, ascii_at, btree_bits, same_bytes
+from ._datetext cimport date_exists, decimal_text
 from ._opcodes cimport *
 from ._primitives cimport (zjc_ascii_chars, zjc_b64_decode, zjc_b64_size, zjc_code_point, zjc_copy_short,
                            zjc_json_run, zjc_ucs_utf8_init, zjc_unhex, zjc_utf8_of_ucs, zjc_utf8_prefix, zjc_utf8_room)
@@ -689,9 +688,8 @@ cdef inline Py_ssize_t _text_end(Writer* w, Py_ssize_t start) noexcept:
 
 
 cdef int _str_utf8(Writer* w, str s) except -1:
-    """BINUNICODE of a str that is not ASCII, its UTF-8 made straight into the output and not kept (a storage
-    encodes what json.loads just made: CPython's encoder would take a character a step, allocate the copy
-    and keep it)."""
+    """BINUNICODE of a str that is not ASCII, its UTF-8 made straight into the output and not kept (a storage encodes
+    what json.loads just made: CPython's encoder would take a character a step, allocate the copy and keep it)."""
     # window: str_chars
     cdef Py_ssize_t start, size, n
     cdef int kind
@@ -1541,19 +1539,11 @@ cdef int _clock(const unsigned char* p, Py_ssize_t i, Py_ssize_t n, uint8_t* out
     return 0
 
 
-cdef inline bint _day_exists(long y, long m, long d) noexcept:
-    """Is d a day of month m (1-12) of year y?  _encode_known.month_days."""
-    if m == 2:
-        return 1 <= d <= 28 or (d == 29 and y % 4 == 0 and (y % 100 != 0 or y % 400 == 0))
-    return 1 <= d <= 30 + ((m + (m >> 3)) & 1)  # 31 in January, March, May, July, August, October, December
-
-
 cdef inline int _date_part(const unsigned char* p, Py_ssize_t n, uint8_t* out, Py_ssize_t* end) noexcept:
     """``Y-M-D`` of the @dt/@date regexes, a date that exists: state bytes into out[0:4], 0; -1 if not."""
     cdef long ymd[3]
     cdef Py_ssize_t j = _three_numbers(p, 0, n, b"-", 4, ymd)
-    if j < 0 or <unsigned long>(ymd[0] - 1) >= 9999 or <unsigned long>(ymd[1] - 1) >= 12 or not _day_exists(
-            ymd[0], ymd[1], ymd[2]):
+    if j < 0 or not date_exists(ymd[0], ymd[1], ymd[2]):
         return -1
     out[0] = <uint8_t>(ymd[0] >> 8)
     out[1] = <uint8_t>ymd[0]
@@ -1692,24 +1682,12 @@ cdef int _m_td(Writer* w, object parts) except -1:
     return _call(w, _encode_known.timedelta_call(parts))
 
 
-cdef bint _plain_decimal(const unsigned char* p, Py_ssize_t n) noexcept:
-    """Is p[0:n] a sign or none, then ASCII digits with at most one "." and at least one digit: a number
-    decimal.Decimal reads whatever its context?  Others (exponents, NaN, spaces, _) the Python rule decides."""
-    cdef Py_ssize_t i, first = 1 if n and (p[0] == b"+" or p[0] == b"-") else 0, dots = 0
-    for i in range(first, n):
-        if <unsigned char>(p[i] - 48) >= 10:
-            if p[i] != b".":
-                return False
-            dots += 1
-    return dots <= 1 and n - first > dots
-
-
 cdef int _m_dec(Writer* w, object text) except -1:
     cdef Py_ssize_t start = w.pos
     if type(text) is str:
         _raw(w, b"cdecimal\nDecimal\n", 17)
         _str(w, <str>text)  # BINUNICODE: a 5-byte header, then the text's UTF-8, read back here
-        if _plain_decimal(w.buf + start + 22, w.pos - start - 22):
+        if decimal_text(w.buf + start + 22, w.pos - start - 22):
             return _op2(w, TUPLE1, REDUCE)
         w.pos = start
     return _call(w, _encode_known.decimal_call(text))
@@ -2373,8 +2351,8 @@ cdef int _json_ref(Reader* r, Writer* w) except -1:
 
 
 # The one-key markers the reader writes from their value, built as json.loads builds it (a tuple's and a set's
-# items are written as they are read: a tuple holds references and instances).  _marker writes these kinds
-# from the value alone.
+# items are written as they are read: a tuple holds references and instances).  _marker writes these kinds from the
+# value alone.
 cdef uint64_t _SHORT_MARKERS = (_bit(KEY_B) | _bit(KEY_DT) | _bit(KEY_DEC) | _bit(KEY_DATE) | _bit(KEY_UUID)
                                 | _bit(KEY_T) | _bit(KEY_SET) | _bit(KEY_FSET) | _bit(KEY_TD) | _bit(KEY_NS)
                                 | _bit(KEY_REF))
@@ -2435,10 +2413,9 @@ cdef int _json_one_key_marker(Reader* r, Writer* w, Py_ssize_t depth) except -1:
 
 cdef int _json_instance(Reader* r, Writer* w, Py_ssize_t depth) except -1:
     """{"@cls": [module, name], "@s": state} at r.i (a '{'), both names printable ASCII, the class neither a
-    BTree's nor copyreg's _reconstructor, and the state no @args/@state wrapper: 1; else 0, nothing read or
-    written.  (depth <= C_WALK_DEPTH: the dict's own depth check has passed.)  The state is written first and
-    the class's GLOBAL put in front of it; the class is kept as offsets into the text, not copied into this
-    recursive frame."""
+    BTree's nor copyreg's _reconstructor, the state no @args/@state wrapper: 1; else 0, nothing read or written
+    (depth <= C_WALK_DEPTH: the dict's check passed).  The state is written first, the class's GLOBAL put in
+    front of it; the class is kept as offsets into the text, not copied into this recursive frame."""
     cdef Py_ssize_t save_i = r.i, save_pos = w.pos
     cdef ClassHead head
     cdef bint class_first
@@ -2810,8 +2787,7 @@ def encode_zodb_record_from_pg_json(class_mod, class_name, state_json, *, policy
     ``state_json`` is ``str`` or UTF-8 ``bytes``/``bytearray``/``memoryview`` (the ``jsonb`` column fetched as
     text).  The result is exactly what ``encode_zodb_record`` gives for ``{"@cls": [class_mod, class_name],
     "@s": json.loads(state_json)}``.  Raises TypeError for arguments of the wrong type, ValueError (naming the
-    offset) for bad JSON or UTF-8, and as encode_zodb_record for markers and globals.
-    """
+    offset) for bad JSON or UTF-8, and as encode_zodb_record for markers and globals."""
     policy = _policy_of(policy)
     # A bytearray or memoryview (no driver hands one over) and the class-less record go the normative way.
     if (type(class_mod) is str and type(class_name) is str and not (_is_empty(class_mod) and _is_empty(class_name))

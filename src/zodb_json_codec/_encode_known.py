@@ -13,6 +13,7 @@ import re
 from typing import Any, Optional
 
 from ._common import CodecError
+from ._known import OFFSET_MAX_SECONDS, TIMEDELTA_MAX_DAYS, decimal_reads, month_days, timedelta_exists
 
 class Global:
     """A class or function by name, written as GLOBAL."""
@@ -47,24 +48,8 @@ _OFFSET = re.compile(r"([+-])(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,6}))?)?\Z")
 # the type it stands for, so that no encoder writes a record that fails (or loads as an impossible value) only
 # when ZODB reads it.  The Cython twin writes the values these rules take and hands every other text here.
 
-_MONTH_DAYS = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
-
-#: timedelta's limit on its days once normalised (datetime.timedelta.max.days).
-TIMEDELTA_MAX_DAYS = 999999999
-
-#: The most seconds either way of a UTC offset (datetime.timezone: strictly under 24 hours).
-OFFSET_MAX_SECONDS = 86399
-
-
 def _out_of_range(marker: str, part: str, value: int, allowed: str, text: str) -> CodecError:
     return CodecError(f"invalid pickle data: {marker} {part} {value} is out of range ({allowed}): {text[:60]!r}")
-
-
-def month_days(year: int, month: int) -> int:
-    """The days of a month of the proleptic Gregorian calendar (datetime's)."""
-    if month == 2 and year % 4 == 0 and (year % 100 != 0 or year % 400 == 0):
-        return 29
-    return _MONTH_DAYS[month - 1]
 
 
 def _date_state(marker: str, text: str, year: int, month: int, day: int) -> bytes:
@@ -197,36 +182,16 @@ def timedelta_call(parts: Any) -> Call:
     for i, p in enumerate(parts):
         if type(p) is not int:
             raise CodecError(f"invalid pickle data: @td[{i}] must be int")
-    try:
-        _dt.timedelta(*parts)  # normalises: days, seconds, microseconds may each be any int
-    except OverflowError:
+    if not timedelta_exists(parts):
         raise CodecError(f"invalid pickle data: @td days are out of range (at most {TIMEDELTA_MAX_DAYS} "
                          "either way once seconds and microseconds are carried into them)") from None
     return Call(Global("datetime", "timedelta"), list(parts))
 
 
-_decimal_context: Any = None
-
-
-def _decimal_reads(text: str) -> bool:
-    """Does ``decimal.Decimal`` read this text (whatever the caller's context traps)?  decimal is imported at the
-    first @dec text that needs it: the Cython twin reads plain numbers in C."""
-    global _decimal_context
-    import decimal
-
-    if _decimal_context is None:
-        _decimal_context = decimal.Context(traps=[decimal.InvalidOperation])
-    try:
-        decimal.Decimal(text, _decimal_context)
-    except decimal.InvalidOperation:
-        return False
-    return True
-
-
 def decimal_call(text: Any) -> Call:
     if type(text) is not str:
         raise CodecError("invalid pickle data: @dec must be a string")
-    if not _decimal_reads(text):
+    if not decimal_reads(text):
         raise CodecError(f"invalid pickle data: @dec is not a number decimal.Decimal reads: {text[:60]!r}")
     return Call(Global("decimal", "Decimal"), [text])
 

@@ -11,6 +11,7 @@ calls); docs/format.md, "Markers", describes every one.
 from __future__ import annotations
 
 import binascii
+import datetime
 import re
 from typing import Any, Optional
 
@@ -223,3 +224,62 @@ def is_object_record_state(state: Any) -> bool:
     """``{"@obj": first pickle, "@state": state}``: with the class ``["", ""]``, the state of a
     record whose first pickle is not class metadata, written back as two pickles."""
     return type(state) is dict and len(state) == 2 and "@obj" in state and "@state" in state
+
+
+# ---------------------------------------------------------------------------
+# Values that exist (docs/format.md, "Values that exist"): what a marker may stand for.  The encoders refuse
+# a marker of anything else; the decoders keep a pickle of anything else in the generic form.
+# ---------------------------------------------------------------------------
+
+_MONTH_DAYS = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+#: timedelta's limit on its days once normalised (datetime.timedelta.max.days).
+TIMEDELTA_MAX_DAYS = 999999999
+
+#: The most seconds either way of a UTC offset (datetime.timezone: strictly under 24 hours).
+OFFSET_MAX_SECONDS = 86399
+
+
+def month_days(year: int, month: int) -> int:
+    """The days of a month of the proleptic Gregorian calendar (datetime's)."""
+    if month == 2 and year % 4 == 0 and (year % 100 != 0 or year % 400 == 0):
+        return 29
+    return _MONTH_DAYS[month - 1]
+
+
+def date_exists(year: int, month: int, day: int) -> bool:
+    """A date of datetime's calendar: year 1-9999, month 1-12, a day of that month."""
+    return 1 <= year <= 9999 and 1 <= month <= 12 and 1 <= day <= month_days(year, month)
+
+
+def timedelta_exists(parts: Any) -> bool:
+    """Does ``datetime.timedelta(*parts)`` take these ints (its days, once normalised, in range)?"""
+    try:
+        datetime.timedelta(*parts)
+    except OverflowError:
+        return False
+    return True
+
+
+_decimal_context: Any = None
+# The numbers the C twins read themselves (_datetext.decimal_text): a sign, digits, one "." and an exponent
+# of up to 9 digits (decimal's own limit is 18), or Inf, Infinity, NaN and sNaN with digits.
+_PLAIN_DECIMAL = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]{1,9})?"
+                            r"|(?i:inf|infinity|s?nan[0-9]*))\Z")
+
+
+def decimal_reads(text: str) -> bool:
+    """Does ``decimal.Decimal`` read this text (whatever the caller's context traps)?  decimal is imported at
+    the first text that is not a plain number."""
+    global _decimal_context
+    if _PLAIN_DECIMAL.match(text):
+        return True
+    import decimal
+
+    if _decimal_context is None:
+        _decimal_context = decimal.Context(traps=[decimal.InvalidOperation])
+    try:
+        decimal.Decimal(text, _decimal_context)
+    except decimal.InvalidOperation:
+        return False
+    return True

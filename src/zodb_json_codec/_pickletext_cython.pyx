@@ -19,7 +19,7 @@ from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memchr, memcmp, memcpy, memset, strlen
 
 from ._classnames cimport BTREE_IS_MAP, BTREE_IS_TREE
-from ._datetext cimport date_state_text, datetime_state_text, offset_field, offset_text
+from ._datetext cimport date_state_text, datetime_state_text, decimal_text, offset_field, offset_text
 from ._jsontext_cython cimport (INLINE_CAPACITY, Buffer, _digits_before, _escape_utf8, _put, _put_char, _reserve,
                                 _text, _write_float)
 from ._opcodes cimport Opcode as Op
@@ -142,8 +142,7 @@ cdef inline int _push_slot(Slots* s, Py_ssize_t value) noexcept nogil:
 
 
 # ---------------------------------------------------------------------------
-# Reading the pickle into nodes.  Every reader returns the position after its
-# opcode's argument, or -1: not for the lane.
+# Reading the pickle into nodes.  Every reader returns the position after its opcode's argument, or -1.
 # ---------------------------------------------------------------------------
 
 cdef inline Py_ssize_t _alloc_node(Lane* lane, Kind kind) noexcept nogil:
@@ -570,9 +569,8 @@ cdef Py_ssize_t _read_state(Lane* lane, Py_ssize_t pos) noexcept nogil:
 
 
 # ---------------------------------------------------------------------------
-# Writing the nodes as JSON text, without the GIL.  The writers return 1 for what turns out not to be
-# the lane's; when memory runs out, out.failed is set and the lane declines too (the decoder then
-# raises MemoryError if memory stays short).
+# Writing the nodes as JSON text, without the GIL.  The writers return 1 for what turns out not to be the
+# lane's; when memory runs out, out.failed is set and the lane declines too (the decoder raises MemoryError).
 # ---------------------------------------------------------------------------
 
 cdef struct Out:
@@ -638,21 +636,24 @@ cdef int _write_call(Lane* lane, Out* out, Node* call, int depth) noexcept nogil
         return _write_datetime(lane, out, call, klass.name_size == 4)
     if _named(lane, klass, b"datetime", 8, b"timedelta", 9):
         j = call.start
-        while j >= 0 and lane.nodes[j].kind == K_INT:
+        while j >= 0 and lane.nodes[j].kind == K_INT and -900000000 <= lane.nodes[j].integer <= 900000000:
             j = lane.nodes[j].next
-        if call.size != 3 or j >= 0:
+        if call.size != 3 or j >= 0:  # three ints a timedelta surely takes (the decoder decides the rest)
             return 1
         _emit(out, b'{"@td":[', 8)
         _write_items(lane, out, call.start, -1, depth + 1)
         return _emit(out, b"]}", 2)
     if _named(lane, klass, b"decimal", 7, b"Decimal", 7):
-        if call.size != 1 or not _ascii_text(lane, arg):
+        if call.size != 1 or not _ascii_text(lane, arg) or not decimal_text(lane.p + arg.start, arg.size):
             return 1
         _emit(out, b'{"@dec":', 8)
         _write_text(lane, out, arg, False)  # ASCII: never refused
         return _emit_char(out, 125)  # }
     if _named(lane, klass, b"builtins", 8, b"set", 3) or _named(lane, klass, b"builtins", 8, b"frozenset", 9):
-        if call.size != 1 or arg.kind != K_LIST:
+        j = arg.start if lane.fetched and arg.kind == K_LIST else -1  # a tuple or object the memo repeats
+        while j >= 0 and lane.nodes[j].kind < K_TUPLE:                 # may be one item: the decoder's
+            j = lane.nodes[j].next
+        if call.size != 1 or arg.kind != K_LIST or j >= 0:
             return 1
         _emit(out, b'{"@set":' if klass.name_size == 3 else b'{"@fset":', 8 if klass.name_size == 3 else 9)
         if _write_node(lane, out, call.start, depth + 1):
@@ -718,9 +719,8 @@ cdef int _write_instance(Lane* lane, Out* out, Node* obj, int depth) noexcept no
 
 
 cdef int _write_datetime(Lane* lane, Out* out, Node* call, bint date) noexcept nogil:
-    """{"@date": text} of a date; {"@dt": text} of a naive datetime, or one with a fixed offset
-    (timezone(timedelta(...))) in the text; {"@dt": text, "@tz": {"pytz": [...], "name": zone}}
-    with a pytz zone."""
+    """{"@date": text} of a date; {"@dt": text} of a naive datetime, or one with a fixed offset (timezone(
+    timedelta(...))) in the text; {"@dt": text, "@tz": {"pytz": [...], "name": zone}} with a pytz zone."""
     cdef char text[72]
     cdef Node* state = &lane.nodes[call.start]
     cdef Node* zone = NULL
@@ -784,13 +784,15 @@ cdef bint _ascii_text(Lane* lane, Node* node) noexcept nogil:
 cdef int _write_pytz(Lane* lane, Out* out, Node* zone) noexcept nogil:
     """The rest of a datetime's marker with a pytz zone, pytz._p(zone name, ...) of ASCII text and 64-bit
     ints, the first a text: ',"@tz":{"pytz":[...],"name":zone}}'; 1 for other arguments (the decoder's)."""
-    cdef Py_ssize_t child = zone.start
+    cdef Py_ssize_t child = zone.start, i = 0
     if zone.size == 0 or lane.nodes[child].kind != K_TEXT:
         return 1
     while child >= 0:
-        if lane.nodes[child].kind != K_INT and not _ascii_text(lane, &lane.nodes[child]):
-            return 1
+        if (lane.nodes[child].kind != K_INT and not _ascii_text(lane, &lane.nodes[child])) or (lane.nodes[
+                child].kind == K_INT and 1 <= i <= 2 and not -86399 <= lane.nodes[child].integer <= 86399):
+            return 1  # utcoffset, dstoffset: under 24 hours (_known.OFFSET_MAX_SECONDS)
         child = lane.nodes[child].next
+        i += 1
     _emit(out, b'","@tz":{"pytz":[', 17)
     _write_items(lane, out, zone.start, -1, 2)  # ints and ASCII texts: never refused
     _emit(out, b'],"name":', 9)
