@@ -671,10 +671,9 @@ cdef object _recognize(object callable_, object args, _Context ctx):
         if name != "Decimal" or len(<list>items) != 1:
             return None
         text = (<list>items)[0]  # read before the marker is made (making it may run code: see _top)
-        if not _plain_text(text) or not (decimal_text(PyUnicode_1BYTE_DATA(text), PyUnicode_GET_LENGTH(text))
-                                         or decimal_reads(text)):
-            return None  # a number decimal.Decimal cannot read: the generic call
-        return {"@dec": text}
+        readable = _plain_text(text) and (decimal_text(PyUnicode_1BYTE_DATA(text), PyUnicode_GET_LENGTH(text))
+                                          or decimal_reads(text))
+        return {"@dec": text} if readable else None  # a number decimal.Decimal cannot read: the generic call
     elif module == "builtins":
         if (name != "set" and name != "frozenset") or len(<list>items) != 1:
             return None
@@ -1419,11 +1418,12 @@ cdef inline Py_ssize_t _op_binstring(_Context ctx, const unsigned char* p, Py_ss
     return pos + n
 
 
-cdef list _noted_set(_Context ctx, list items):
-    """items, the items of a set, noted for collapses_by_identity."""
-    if ctx.sets is None:
-        ctx.sets = []
-    PyList_Append(ctx.sets, items)
+cdef list _noted_set(_Context ctx, list items):  # noted for collapses_by_identity if an item may copy unequal
+    for x in items:
+        if type(x) is dict or type(x) is list or type(x) is float:
+            ctx.sets = [] if ctx.sets is None else ctx.sets
+            PyList_Append(ctx.sets, items)
+            break
     return items
 
 
