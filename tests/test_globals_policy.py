@@ -355,3 +355,19 @@ def test_the_one_pass_reader_names_a_reference_s_class_as_such():
     text = '{"i": {"@cls": ["ZODB.DB", "DB"], "@s": {"a": 1}}}'
     with pytest.raises(GlobalRefused, match=r"refused as CLASS \(the class of an instance\)"):
         cython._one_pass_record("myapp", "Page", text)
+
+
+def test_a_class_a_rule_checked_in_the_class_pickle_is_checked_again_in_the_state(twins):
+    # The structure hunt's find: a decoded record whose one copy_reg._reconstructor dict is both the
+    # callable of a call in the instance's @args (the class pickle: CALL, allowed) and a value in its state
+    # (VALUE, refused in standard).  The Cython twin wrote both pickles with one writer and took the state's
+    # as checked already; the state is another pickle, checked as the Python twin checks it, and as the
+    # same record's JSON text (no shared dicts) is.
+    shared = {"@cls": ["copy_reg", "_reconstructor"]}
+    call = {"@reduce": {"callable": shared, "args": {"@t": [{"@cls": ["zodbapp", "Item"]},
+                                                             {"@cls": ["__builtin__", "object"]}, None]}}}
+    record = {"@cls": ["zodbapp", "Item"], "@s": {"@args": {"@t": [call]}, "@state": {"@d": [[1, shared]]}}}
+    for twin in twins:
+        for value in (record, json.loads(json.dumps(record))):
+            with pytest.raises(GlobalRefused, match=r"copy_reg\._reconstructor' refused as VALUE.*at @s\.@state"):
+                twin.encode_zodb_record(value)

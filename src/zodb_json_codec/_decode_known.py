@@ -168,8 +168,10 @@ def _tz_marker(tz: Any, objs: dict) -> Any:
         return "+00:00" if not items else None
     if cls == ("pytz", "_p"):
         if items and _plain_text(items[0]) and all(
-                _plain_text(x) or (_is_int(x) and I64_MIN <= x <= I64_MAX) for x in items) and all(
-                not _is_int(x) or -OFFSET_MAX_SECONDS <= x <= OFFSET_MAX_SECONDS for x in items[1:3]):
+                _plain_text(x) or (_is_int(x) and I64_MIN <= x <= I64_MAX) for x in items):
+            for offset in items[1:3]:  # utcoffset, dstoffset: under a day, or the generic call
+                if _is_int(offset) and not -OFFSET_MAX_SECONDS <= offset <= OFFSET_MAX_SECONDS:
+                    return None
             return {"pytz": list(items), "name": items[0]}
         return None
     if cls is None:

@@ -1881,6 +1881,8 @@ cdef object _record(object obj, object policy):
         if not _record_class_allowed(&w, module, name):
             return _python_twin()  # its rules say what to do: a state it takes verbatim, or the refusal
         _record_head(&w, <str>module, <str>name, args)
+        Py_XDECREF(w.checked)  # the state is another pickle: what the class pickle's rules checked is not its
+        w.checked = NULL       # (the Python twin writes each with a writer of its own)
         _record_state(&w, state, _btree_class(<str>module, <str>name))
         return _result(&w)
     finally:

@@ -31,9 +31,8 @@ cdef extern from "Python.h":
     object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
     void* PyUnicode_DATA(object o)
 
-# What a byte of UTF-8 text becomes inside a JSON string: 0 itself, 1 a
-# two-character escape, 2 a \u00XX escape (json.dumps' choices, with \b and
-# \f as the PostgreSQL writer spells them).
+# What a byte of UTF-8 text becomes inside a JSON string: 0 itself, 1 a two-character escape, 2 a \u00XX
+# escape (json.dumps' choices, with \b and \f as the PostgreSQL writer spells them).
 cdef unsigned char ESCAPE[256]
 for _i in range(256):
     ESCAPE[_i] = 2 if _i < 0x20 else 0
@@ -215,9 +214,8 @@ cdef int _write_float(Buffer* out, double x) noexcept nogil:
     cdef long long m
     cdef int d
     if (1e-4 <= ax < 1e16) or (ax == 0.0 and not signbit(x)):
-        # The fewest decimals d whose rounding m of x * 10**d reads back as x.
-        # Below 2**50, that product is within 1/8 of an integer when such an m
-        # exists, so no other m can qualify: it is repr's shortest digit string.
+        # The fewest decimals d whose rounding m of x * 10**d reads back as x.  Below 2**50, that product is
+        # within 1/8 of an integer when such an m exists, so no other m can qualify: repr's shortest digits.
         for d in range(23):
             t = ax * POW10[d]
             if t >= TWO_50:

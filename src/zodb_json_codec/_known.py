@@ -249,7 +249,7 @@ def month_days(year: int, month: int) -> int:
 
 def date_exists(year: int, month: int, day: int) -> bool:
     """A date of datetime's calendar: year 1-9999, month 1-12, a day of that month."""
-    return 1 <= year <= 9999 and 1 <= month <= 12 and 1 <= day <= month_days(year, month)
+    return 1 <= year <= 9999 and 1 <= month <= 12 and (1 <= day <= 28 or 1 <= day <= month_days(year, month))
 
 
 def timedelta_exists(parts: Any) -> bool:
