@@ -750,7 +750,7 @@ def persistent_ref(ctx: Any, pid: Any) -> dict:
     if oid is not None and len(oid) == 8:
         ctx.refs.append(int.from_bytes(oid, "big", signed=True))
     if not ctx.compact:
-        return watch_persistent_id(ctx, pid)
+        return note_persistent_id(ctx, pid)
     if first is not None and oid is not None and len(pid["@t"]) == 2:
         klass = pid["@t"][1]
         if klass is None:
@@ -765,21 +765,32 @@ def persistent_ref(ctx: Any, pid: Any) -> dict:
     elif type(pid) is list and len(pid) == 2 and type(pid[0]) is str and (
             type(pid[1]) is str or _known.is_oid_hex(pid[0])):
         ctx.unrepresentable = True  # would read back as [oid, class], or be refused as a malformed one
-    return watch_persistent_id(ctx, pid)
+    return note_persistent_id(ctx, pid)
 
 
-def watch_persistent_id(ctx: Any, pid: Any) -> dict:
-    """{"@ref": pid}, its lists and dicts noted: the unpickler reads a persistent id at its (BIN)PERSID, so
-    one the pickle changes later through the memo would not be what the @ref shows; the decoders'
-    _note_mutation then makes the record @pkl.  Each part is visited once (the work of the graph)."""
+def note_persistent_id(ctx: Any, pid: Any) -> dict:
+    """{"@ref": pid}, a pid of lists or dicts kept for in_persistent_id: the unpickler reads a persistent id
+    at its (BIN)PERSID, so one the pickle changes later through the memo is not what the @ref shows."""
+    if type(pid) is list or type(pid) is dict:
+        if ctx.pids is None:
+            ctx.pids = []
+        ctx.pids.append(pid)
+    return {"@ref": pid}
+
+
+def in_persistent_id(ctx: Any, target: Any) -> bool:
+    """Whether target, a list or dict the pickle changes, is part of a persistent id read before it (the
+    decoders' _note_mutation: the record is then @pkl).  Each id is walked once, at the first change after
+    it: the work of its graph."""
     parts = ctx.pid_parts
-    stack = [pid]
-    while stack:
-        x = stack.pop()
-        if type(x) is list or type(x) is dict:
-            if parts is None:
-                parts = ctx.pid_parts = {}
-            if id(x) not in parts:
+    if parts is None:
+        parts = ctx.pid_parts = {}
+    for pid in ctx.pids or ():
+        stack = [pid]
+        while stack:
+            x = stack.pop()
+            if (type(x) is list or type(x) is dict) and id(x) not in parts:
                 parts[id(x)] = x
                 stack.extend(x if type(x) is list else x.values())
-    return {"@ref": pid}
+    ctx.pids = None
+    return id(target) in parts

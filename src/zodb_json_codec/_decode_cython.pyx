@@ -42,7 +42,7 @@ from . import _decode_common
 from ._decode_common import (
     EXPANSION_FLOOR, EXPANSION_PER_BYTE, Unrepresentable, became_markers, check_class_names_at_offset_0,
     collapses_by_identity, expansion_error, finish, generic_call, instance_content, int_value, line_utf8,
-    may_become_a_marker, persistent_ref, watch_persistent_id, weight,
+    in_persistent_id, may_become_a_marker, note_persistent_id, persistent_ref, weight,
 )
 from ._jsontext_cython cimport pg_json_text
 from ._pickletext_cython cimport CLASS_GLOBAL, CLASS_NAMES, CLASS_NAMES_NONE, ClassForm, ClassPickle, lane_text
@@ -117,7 +117,8 @@ cdef class _Context:
     cdef public dict dforms      # id(dict) -> dict, dicts switched to the @d pair form (or None)
     cdef list watched            # user dicts that may become marker-shaped (_set_items; or None)
     cdef public dict shared      # id -> value for mutable values fetched from the memo / DUP (or None)
-    cdef public dict pid_parts   # id -> list or dict in a persistent id (watch_persistent_id; or None)
+    cdef public list pids        # persistent ids of lists or dicts not walked yet (in_persistent_id; or None)
+    cdef public dict pid_parts   # id -> list or dict in the persistent ids walked (or None)
     cdef list sets               # the item lists of the sets made (collapses_by_identity; or None)
     cdef public bint cyclic      # a shared value was mutated: the graph may have a cycle
     cdef public int flags
@@ -705,7 +706,7 @@ cdef object _obj_of(_Context ctx, object value):
 cdef inline void _note_mutation(_Context ctx, object target):
     if ctx.shared and _id(target) in ctx.shared:
         ctx.cyclic = True
-        if ctx.pid_parts and _id(target) in ctx.pid_parts:
+        if (ctx.pids or ctx.pid_parts) and in_persistent_id(ctx, target):
             ctx.unrepresentable = True  # a persistent id changed after the unpickler read it
 
 
@@ -883,7 +884,7 @@ cdef dict _persistent_ref(_Context ctx, object pid, Py_ssize_t pos):
             if _oid_bytes(ctx, (<list>items)[0], raw):  # ZODB's (oid, class) reference
                 ctx.refs.append(<int64_t>_be64(raw))
                 ref = _compact_ref(ctx, raw, klass)
-                return watch_persistent_id(ctx, pid) if ref is None else ref
+                return note_persistent_id(ctx, pid) if ref is None else ref
     return persistent_ref(ctx, pid)
 
 

@@ -25,8 +25,8 @@ from ._known import MAX_MARKER_KEYS, btree_kind, marker_kind
 from ._decode_common import (
     DEEP_CONTAINERS, F_ESCAPED_KEY, F_EXP_FLOAT, F_FLOAT, F_NUL, F_SHALLOW, F_SURROGATE,
     SHALLOW_CONTAINERS, Obj, Unrepresentable, became_markers, check_class_names_at_offset_0, collapses_by_identity,
-    expansion_budget, expansion_error, finish, float_flags, float_line, global_lines, in_state, int_line, int_value,
-    long_line, may_become_a_marker, memo_index, object_record_state, persid_line, rebuilt_target, render_obj,
+    expansion_budget, expansion_error, finish, float_flags, float_line, global_lines, in_persistent_id, in_state,
+    int_line, int_value, long_line, may_become_a_marker, memo_index, object_record_state, persid_line, rebuilt_target, render_obj,
     shares_a_rebuilt, string_line, text_line, unicode_line, weight,
 )
 from ._decode_common import decode_error as _err
@@ -44,7 +44,7 @@ class _Context:
 
     __slots__ = ("compact", "memo", "objs", "dforms", "shared", "cyclic", "flags", "refs",
                  "unrepresentable", "uncallable", "containers", "fetched", "budget", "stack", "metastack",
-                 "rebuilt", "watched", "pid_parts", "sets")
+                 "rebuilt", "watched", "pids", "pid_parts", "sets")
 
     def __init__(self, compact: bool, size: int) -> None:
         self.compact = compact
@@ -64,7 +64,8 @@ class _Context:
         self.metastack: list = []   # ...and the stacks below its MARKs
         self.rebuilt: Optional[list] = None  # objects BUILD gave a second state (_build)
         self.watched: Optional[list] = None  # user dicts that may become marker-shaped (_set_items)
-        self.pid_parts: Optional[dict] = None  # id -> list or dict in a persistent id (watch_persistent_id)
+        self.pids: Optional[list] = None  # persistent ids of lists or dicts not walked yet (in_persistent_id)
+        self.pid_parts: Optional[dict] = None  # id -> list or dict in the persistent ids walked
         self.sets: Optional[list] = None  # the item lists of the sets made (collapses_by_identity)
 
 
@@ -115,7 +116,7 @@ def _obj_of(ctx: _Context, value: Any) -> Optional[Obj]:
 def _note_mutation(ctx: _Context, target: Any) -> None:
     if ctx.shared and id(target) in ctx.shared:
         ctx.cyclic = True
-        if ctx.pid_parts and id(target) in ctx.pid_parts:
+        if (ctx.pids or ctx.pid_parts) and in_persistent_id(ctx, target):
             ctx.unrepresentable = True  # a persistent id changed after the unpickler read it
 
 
