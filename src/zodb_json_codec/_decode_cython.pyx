@@ -1612,12 +1612,13 @@ cdef int _lazy_class_memo(_Context ctx, tuple names, ClassPickle* klass) except 
 
 
 cdef object _usual_class_names(bytes data, ClassPickle* klass):
-    """(module, name) of a class pickle of one of these forms, with *klass saying which and where its parts are; else
-    None (the pickle machine reads it). ZODB's:    PROTO 2|3, GLOBAL "module\nname\n", BINPUT 0, STOP as text:   PROTO
-    2|3, BINUNICODE module, BINPUT 0, BINUNICODE name, BINPUT 1, TUPLE2, BINPUT 2, STOP encoded:   PROTO 2|3, BINUNICODE
-    module, BINUNICODE name, TUPLE2, NONE, TUPLE2, STOP (what encode_zodb_record writes: every record a storage copies
-    from a jsonb storage has it) The names are non-empty printable ASCII, which every way of reading them gives
-    alike."""
+    """(module, name) of a class pickle of one of these forms, with *klass saying which and where its
+    parts are; else None (the pickle machine reads it).
+      ZODB's:    PROTO 2|3, GLOBAL "module\nname\n", BINPUT 0, STOP
+      as text:   PROTO 2|3, BINUNICODE module, BINPUT 0, BINUNICODE name, BINPUT 1, TUPLE2, BINPUT 2, STOP
+      encoded:   PROTO 2|3, BINUNICODE module, BINUNICODE name, TUPLE2, NONE, TUPLE2, STOP (what
+                 encode_zodb_record writes: every record a storage copies from a jsonb storage has it)
+    The names are non-empty printable ASCII, which every way of reading them gives alike."""
     # window: pickle_bytes
     cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(data)
     cdef Py_ssize_t end = PyBytes_GET_SIZE(data), a, b

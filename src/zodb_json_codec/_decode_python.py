@@ -26,7 +26,8 @@ from ._decode_common import (
     DEEP_CONTAINERS, F_ESCAPED_KEY, F_EXP_FLOAT, F_FLOAT, F_NUL, F_SHALLOW, F_SURROGATE,
     SHALLOW_CONTAINERS, Obj, Unrepresentable, became_markers, check_class_names_at_offset_0, collapses_by_identity,
     expansion_budget, expansion_error, finish, float_flags, float_line, global_lines, in_persistent_id, in_state,
-    int_line, int_value, long_line, may_become_a_marker, memo_index, object_record_state, persid_line, rebuilt_target, render_obj,
+    int_line, int_value, long_line, may_become_a_marker, memo_index, object_record_state, persid_line, rebuilt_target,
+    render_obj,
     shares_a_rebuilt, string_line, text_line, unicode_line, weight,
 )
 from ._decode_common import decode_error as _err
