@@ -88,8 +88,12 @@ pytz_datetimes = st.builds(lambda dt, zone: pytz.timezone(zone).localize(dt),
                            st.datetimes(min_value=datetime.datetime(1900, 1, 1),
                                         max_value=datetime.datetime(2100, 1, 1)),
                            st.sampled_from(["Europe/Vienna", "US/Eastern", "Asia/Kolkata"]))
+# The timedeltas the decoder recognises in C, each part within 9 * 10**8 either way (more days: declined,
+# as test_the_lane_declines_what_the_rules_decide checks).
+LANE_TIMEDELTA = datetime.timedelta(days=900000000)
+lane_timedeltas = st.timedeltas(-LANE_TIMEDELTA, LANE_TIMEDELTA)
 known_leaves = st.one_of(
-    st.datetimes(), st.datetimes(timezones=fixed_offsets), pytz_datetimes, st.dates(), st.timedeltas(),
+    st.datetimes(), st.datetimes(timezones=fixed_offsets), pytz_datetimes, st.dates(), lane_timedeltas,
     st.decimals(), st.sampled_from([decimal.Decimal("NaN"), decimal.Decimal("-Infinity"), decimal.Decimal("1E+7")]),
     st.uuids(), st.sampled_from([uuid.UUID(int=0), uuid.UUID(int=2 ** 63 - 1), uuid.UUID(int=2 ** 63),
                                  uuid.UUID(int=2 ** 128 - 1), uuid.UUID(int=2 ** 127)]),
@@ -171,6 +175,8 @@ SHARED = [1, 2]
     Keyed(1),                                                   # NEWOBJ with arguments: {"@args": ...}
     datetime.datetime(2020, 1, 1, tzinfo=pytz.utc),             # pytz's UTC (rare: the decoder's)
     uuid.UUID(int=5).__reduce_ex__(2)[0],                       # a class as a value
+    datetime.timedelta.max, datetime.timedelta.min,             # days past 9 * 10**8: the decoder's to check
+    LANE_TIMEDELTA + datetime.timedelta(days=1), -LANE_TIMEDELTA - datetime.timedelta(microseconds=1),
 ])
 def test_the_lane_declines_what_the_rules_decide(twins, state):
     lane, expected = lane_and_python(twins, zodb_record(state))
