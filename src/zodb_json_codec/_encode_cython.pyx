@@ -32,10 +32,9 @@ from . import _encode_known
 from ._common import C_WALK_DEPTH, CodecError, b64decode, decimal_to_int
 from . import _encode_python, _globals
 from ._globals import (CALL, CLASS, VALUE, GlobalsPolicy, check_callable, check_instance_class,
-                       check_pickle_globals, check_reference_classes, located_in_record)
-from ._encode_python import (
-    check_generic_ref, instance_parts, public_functions, record_from_json, record_parts, reduce_parts, str_too_long,
-)
+                       check_pickle_globals, located_in_record)
+from ._encode_python import (generic_ref_classes, instance_parts, public_functions, record_from_json, record_parts,
+                             reduce_parts, str_too_long)
 from ._known import MAX_MARKER_KEYS
 
 # '# window:' comments: what a function holds through a borrowed reference, an unchecked index or a raw buffer,
@@ -256,18 +255,17 @@ cdef object _policy_of(object policy):
 
 
 cdef inline uint64_t _span_mix(uint64_t h, const unsigned char* p, Py_ssize_t n) noexcept:
-    cdef uint64_t x
-    cdef Py_ssize_t i = 0
-    while i + 8 <= n:  # 8 bytes a step: class names are 10 to 60 bytes
-        memcpy(&x, p + i, 8)
-        h = (h ^ x) * <uint64_t>0xff51afd7ed558ccd
-        h ^= h >> 32
-        i += 8
-    x = 0
-    while i < n:
-        x = (x << 8) | p[i]
-        i += 1
-    h = (h ^ x) * <uint64_t>0xc4ceb9fe1a85ec53
+    """h mixed with a name's first and last 8 bytes (all of a shorter one): the table compares whole names, so
+    names alike at both ends only share a slot (a hash of every byte was most of a public encode's check)."""
+    cdef uint64_t first = 0, last = 0
+    cdef Py_ssize_t i
+    if n >= 8:
+        memcpy(&first, p, 8)
+        memcpy(&last, p + n - 8, 8)
+    for i in range(n if n < 8 else 0):
+        first = (first << 8) | p[i]
+    h = (h ^ first) * <uint64_t>0xff51afd7ed558ccd
+    h = (h ^ (h >> 32) ^ last) * <uint64_t>0xc4ceb9fe1a85ec53
     return h ^ (h >> 29)
 
 
@@ -313,9 +311,8 @@ cdef int _allow_spans(Writer* w, int role, const unsigned char* m, Py_ssize_t mn
     across the call: the caller holds the text or strs that own them."""
     if _known_allowed(<object>w.policy, role, m, mn, n, nn):
         return 0
-    module = PyUnicode_DecodeASCII(<const char*>m, mn, NULL)
-    name = PyUnicode_DecodeASCII(<const char*>n, nn, NULL)
-    if (<object>w.policy).check(_ROLE_NAMES[role], module, name, context, args):
+    if (<object>w.policy).check(_ROLE_NAMES[role], PyUnicode_DecodeASCII(<const char*>m, mn, NULL),
+                                PyUnicode_DecodeASCII(<const char*>n, nn, NULL), context, args):
         _remember_allowed(<object>w.policy, role, m, mn, n, nn)
     return 0
 
@@ -1238,12 +1235,23 @@ cdef int _ref(Writer* w, object v, Py_ssize_t depth) except -1:
         _global_dotted(w, dotted)
         _op2(w, TUPLE2, BINPERSID)
     else:
-        if w.expand_refs and type(v) is list:
-            check_generic_ref(v)
-        _mark_checked(w, check_reference_classes(<object>w.policy, v))
+        if not _no_class_inside(v, 0):  # (a weak reference's id: none to check, no call)
+            _mark_checked(w, generic_ref_classes(<object>w.policy, v, w.expand_refs))
         _value(w, v, depth + 1)
         _op(w, BINPERSID)
     return 0
+
+
+cdef bint _no_class_inside(object v, int depth) noexcept:
+    """generic_ref_classes would find nothing in v: lists and "@t" tuples (three deep) of {"@b": text} and of
+    texts but an oid's 16 digits, such as a weak reference's id, ["w", {"@t": [{"@b": oid}]}]."""
+    # window: one-key dicts' values (borrowed) | looked at by type and size only; nothing runs
+    cdef PyObject* b = _one_key_value(v, KEY_B)
+    cdef PyObject* t = _one_key_value(v, KEY_T)
+    if type(v) is str or b != NULL:
+        return PyUnicode_GET_LENGTH(v) != 16 if b == NULL else type(<object>b) is str
+    items = <object>t if t != NULL else v
+    return type(items) is list and depth < 3 and all(_no_class_inside(x, depth + 1) for x in <list>items)
 
 
 cdef int _instance(Writer* w, dict d, Py_ssize_t depth) except -1:

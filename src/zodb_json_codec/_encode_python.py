@@ -147,11 +147,14 @@ def instance_parts(d: dict) -> tuple:
     return state, args, kwargs, newobj
 
 
-def check_generic_ref(pid: Any) -> None:
-    """A reference id the compact forms do not take: an oid and something else than a class path is a
-    malformed ``[oid, class]``, as the Rust codec 1.7.0 refuses it (the decoder writes no such id)."""
-    if type(pid) is list and len(pid) == 2 and type(pid[0]) is str and _known.is_oid_hex(pid[0]):
+def generic_ref_classes(policy: GlobalsPolicy, pid: Any, expand_refs: bool) -> List[dict]:
+    """A reference id the compact forms do not take (one call from either twin): where references are
+    expanded, an oid and something else than a class path is a malformed ``[oid, class]``, as the Rust codec
+    1.7.0 refuses it (the decoder writes no such id); then the classes in it, checked and returned
+    (_globals.check_reference_classes)."""
+    if expand_refs and type(pid) is list and len(pid) == 2 and type(pid[0]) is str and _known.is_oid_hex(pid[0]):
         raise CodecError("invalid pickle data: malformed compact @ref: [oid, class] needs a class path string")
+    return _globals.check_reference_classes(policy, pid)
 
 
 def ns_text(value: str) -> str:
@@ -433,8 +436,7 @@ class _Writer:
                 self.write_global(module, name)
                 self.parts.append(_TUPLE2 + _BINPERSID)
                 return None
-            check_generic_ref(v)
-        self.mark_checked(_globals.check_reference_classes(self.policy, v))
+        self.mark_checked(generic_ref_classes(self.policy, v, self.expand_refs))
         return iter((v,)), _VALUES, depth + 1, _BINPERSID  # the id is one level below the @ref marker
 
     def instance(self, d: dict, depth: int) -> tuple:

@@ -547,12 +547,18 @@ def check_reference_classes(policy: GlobalsPolicy, ref_id: Any) -> List[dict]:
     stack = [ref_id]
     while stack:
         v = stack.pop()
-        names = global_name(v)
-        if names is not None:
-            policy.check(CLASS, names[0], names[1], "the class of a reference")
-            checked.append(v)
+        if type(v) is list:
+            items = v
+        elif type(v) is not dict or len(v) != 1:
             continue
-        items = tuple_items(v) if type(v) is dict else v if type(v) is list else None
+        elif "@cls" in v:  # (most ids hold none: a weak reference's is ["w", {"@t": [oid]}])
+            names = global_name(v)
+            if names is not None:
+                policy.check(CLASS, names[0], names[1], "the class of a reference")
+                checked.append(v)
+            continue
+        else:
+            items = tuple_items(v)
         if items is not None and len(stack) < 64:
             stack.extend(items[:8])
     return checked
