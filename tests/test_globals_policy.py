@@ -155,6 +155,16 @@ def test_the_classes_in_a_generic_reference_id_are_checked(twins, ref_id):
     refused_everywhere(twins, {"r": {"@ref": ref_id}}, "ZEO.ClientStorage.ClientStorage", CLASS)
 
 
+def test_the_audit_gives_a_reference_id_s_classes_the_role_the_encoders_check():
+    # One walk finds them for both (_globals.reference_class_markers): a class deep in a multi-database id is
+    # a CLASS to the audit too, where it said VALUE.
+    value = {"r": {"@ref": ["m", {"@t": ["other", OID_B64, REFUSED_CLASS]}]},
+             "v": cls("ZEO.ClientStorage", "ClientStorage")}
+    named = [(n.role, n.path, n.context) for n in globals_named(value) if n.module == "ZEO.ClientStorage"]
+    assert named == [(CLASS, "$.r.@ref[1].@t[2]", "the class of a reference"),
+                     (VALUE, "$.v", "a class or function kept as a value")]
+
+
 @pytest.mark.parametrize("ref_id", [
     ["w", {"@t": [OID_B64]}], ["m", {"@t": ["other", OID_B64]}], {"@t": [OID_B64, None]}, ["w", {"@t": []}],
 ])

@@ -540,10 +540,11 @@ def check_instance_class(policy: GlobalsPolicy, module: str, name: str, args: An
     return checked
 
 
-def check_reference_classes(policy: GlobalsPolicy, ref_id: Any) -> List[dict]:
+def reference_class_markers(ref_id: Any) -> List[dict]:
     """The classes in a reference's id in its generic form (``(oid, class)``, a multi-database
-    ``["m", (database, oid, class)]``...): ZODB's class factory makes an instance of each, so CLASS."""
-    checked = []
+    ``["m", (database, oid, class)]``...), as the encoders and the audit find them: the bare ``@cls`` markers
+    among its lists' and tuples' first 8 items, any depth, 64 waiting at most."""
+    found = []
     stack = [ref_id]
     while stack:
         v = stack.pop()
@@ -552,16 +553,24 @@ def check_reference_classes(policy: GlobalsPolicy, ref_id: Any) -> List[dict]:
         elif type(v) is not dict or len(v) != 1:
             continue
         elif "@cls" in v:  # (most ids hold none: a weak reference's is ["w", {"@t": [oid]}])
-            names = global_name(v)
-            if names is not None:
-                policy.check(CLASS, names[0], names[1], "the class of a reference")
-                checked.append(v)
+            if global_name(v) is not None:
+                found.append(v)
             continue
         else:
             items = tuple_items(v)
         if items is not None and len(stack) < 64:
             stack.extend(items[:8])
-    return checked
+    return found
+
+
+def check_reference_classes(policy: GlobalsPolicy, ref_id: Any) -> List[dict]:
+    """The classes in a reference's id in its generic form (reference_class_markers): ZODB's class factory
+    makes an instance of each, so CLASS; the markers checked."""
+    found = reference_class_markers(ref_id)
+    for marker in found:
+        module, name = marker["@cls"]
+        policy.check(CLASS, module, name, _REF_CONTEXT)
+    return found
 
 
 def check_class_pickle(policy: GlobalsPolicy, first: Any) -> List[dict]:
@@ -688,6 +697,7 @@ class Named(NamedTuple):
 
 
 _VALUE_CONTEXT = "a class or function kept as a value"
+_REF_CONTEXT = "the class of a reference"
 
 
 def globals_named(value: Any, record_class: Optional[Tuple[str, str]] = None) -> Iterator[Named]:
@@ -697,6 +707,7 @@ def globals_named(value: Any, record_class: Optional[Tuple[str, str]] = None) ->
         yield Named(CLASS, record_class[0], record_class[1], "@cls", None, "the record's class")
     # (value, path, (role, context) a bare @cls there has, or None: a value's)
     stack: List[Tuple[Any, str, Optional[Tuple[str, str]]]] = [(value, "@s" if record_class else "$", None)]
+    ref_classes: Dict[int, dict] = {}  # the classes in generic reference ids, by identity, as the encoders mark them
     while stack:
         v, path, given = stack.pop()
         if type(v) is list:
@@ -706,9 +717,11 @@ def globals_named(value: Any, record_class: Optional[Tuple[str, str]] = None) ->
             continue
         kind = marker_kind(v) if len(v) <= MAX_MARKER_KEYS else None
         if kind == "@cls":
-            role, context = given or (VALUE, _VALUE_CONTEXT)
+            role, context = (CLASS, _REF_CONTEXT) if id(v) in ref_classes else given or (VALUE, _VALUE_CONTEXT)
             yield Named(role, v["@cls"][0], v["@cls"][1], path, None, context)
             continue
+        if kind == "@ref":
+            ref_classes.update((id(m), m) for m in reference_class_markers(v["@ref"]))
         found, children = _marker_globals(v, kind, path)
         yield from found
         stack.extend(reversed(children))
@@ -744,12 +757,8 @@ def _marker_globals(v: dict, kind: Optional[str], path: str) -> Tuple[List[Named
         ref = v["@ref"]
         if type(ref) is list and len(ref) == 2 and type(ref[0]) is str and type(ref[1]) is str:
             module, _, name = ref[1].rpartition(".")
-            return [Named(CLASS, module, name, f"{path}.@ref", None, "the class of a reference")], []
-        items = tuple_items(ref) if type(ref) is dict else ref if type(ref) is list else None
-        if items is None:
-            return [], [(ref, f"{path}.@ref", None)]
-        return [], [(x, f"{path}.@ref[{i}]", (CLASS, "the class of a reference") if global_name(x) else None)
-                    for i, x in enumerate(items)]
+            return [Named(CLASS, module, name, f"{path}.@ref", None, _REF_CONTEXT)], []
+        return [], [(ref, f"{path}.@ref", None)]  # its classes: CLASS by globals_named's ref_classes
     return [], [(x, f"{path}.{k}", None) for k, x in v.items()]
 
 
