@@ -357,3 +357,33 @@ def test_what_a_copy_would_not_equal():
     for twice in ({"@t": [1, "a", None]}, {"@b": "AA=="}, {"@ref": "0000000000000001"}, {"@cls": ["a", "b"]},
                   {"@dt": "2024-01-01T00:00:00"}, 1.5, "text"):
         assert not collapses_by_identity([[twice, twice]], {1: {"@d": [[twice, 1], [twice, 2]]}}), twice
+
+
+# ---------------------------------------------------------------------------
+# Copies keep the sharing: the work of the objects, not of the tree they spell
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fn", ["decode_zodb_record", "decode_zodb_record_for_pg"])
+def test_a_value_rewritten_for_its_keys_or_for_postgresql_shares_what_the_decoded_value_shares(twins, fn):
+    # A key to escape ("@ns:..." spelled by the user) and a float PostgreSQL cannot hold make the decoders
+    # copy the value; one list the memo gives twice is one list in the copy too, as it is without them.
+    shared = [1, 2]
+    for extra in ({}, {"@ns:x": 1}, {"nan": float("nan")}, {"@ns:x": 1, "nan": float("nan")}):
+        data = KLASS + pickle.dumps({"a": [shared, shared], **extra}, 3)
+        for twin in twins:
+            result = getattr(twin, fn)(data)
+            a = (result["@s"] if fn == "decode_zodb_record" else result[2])["a"]
+            assert a == [[1, 2], [1, 2]] and a[0] is a[1], (twin.name, fn, extra)
+
+
+def test_a_copy_does_the_work_of_the_objects_not_of_the_tree():
+    # Each level a list holding the level below twice: 2**20 leaves as a tree, 21 lists and one leaf as
+    # objects.  The copy visits each object once (a tree copy took seconds a record: fuzz/README.md).
+    from zodb_json_codec._common import rebuild_tree
+    value: list = ["leaf"]
+    for _ in range(20):
+        value = [value, value]
+    leaves = []
+    copy = rebuild_tree(value, lambda x: leaves.append(x) or x, lambda k: k, lambda original, out: out)
+    assert leaves == ["leaf"]
+    assert copy == value and copy is not value and copy[0] is copy[1]

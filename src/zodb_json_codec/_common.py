@@ -10,7 +10,7 @@ from __future__ import annotations
 import binascii
 import math
 import re
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 #: Values nested deeper than this are a ValueError in every direction.
 MAX_DEPTH = 1000
@@ -218,15 +218,20 @@ _NO_CHILD = object()
 
 
 def rebuild_tree(root: Any, leaf: Any, key: Any, finish_dict: Any) -> Any:
-    """A copy of a tree of lists and dicts, made with an explicit stack.
+    """A copy of a value of lists and dicts, made with an explicit stack.
 
     ``leaf(x)`` gives the copy of every value that is neither, ``key(k)`` of
     every dict key, and ``finish_dict(original, copy)`` the final form of
-    each dict once all its values are copied.  A subtree reached twice is
-    copied twice, as a recursive copy would.
+    each dict once all its values are copied.  A list or dict reached twice
+    (the decoders give one object wherever the pickle's memo gives it again)
+    is copied once and its copy put in each place: the work is that of the
+    objects, not of the tree they spell, which the expansion budget allows to
+    be millions of values from a few kilobytes of pickle.  The value has no
+    cycle (the decoders make those ``@pkl`` first).
     """
     if type(root) is not list and type(root) is not dict:
         return leaf(root)
+    copies: Dict[int, Any] = {}  # id of a list or dict -> its finished copy (the originals stay alive meanwhile)
     stack: list = []
     node, slot = root, None
     out: Any = [] if type(root) is list else {}
@@ -237,6 +242,9 @@ def rebuild_tree(root: Any, leaf: Any, key: Any, finish_dict: Any) -> Any:
             append = out.append
             for x in it:
                 if type(x) is list or type(x) is dict:
+                    if id(x) in copies:
+                        append(copies[id(x)])
+                        continue
                     child, child_slot = x, None
                     break
                 append(leaf(x))
@@ -244,6 +252,9 @@ def rebuild_tree(root: Any, leaf: Any, key: Any, finish_dict: Any) -> Any:
             for k, x in it:
                 k = key(k)
                 if type(x) is list or type(x) is dict:
+                    if id(x) in copies:
+                        out[k] = copies[id(x)]
+                        continue
                     child, child_slot = x, k
                     break
                 out[k] = leaf(x)
@@ -258,6 +269,7 @@ def rebuild_tree(root: Any, leaf: Any, key: Any, finish_dict: Any) -> Any:
         result = finish_dict(node, out) if type(out) is dict else out
         if not stack:
             return result
+        copies[id(node)] = result
         finished_slot = slot
         node, out, it, slot = stack.pop()
         if type(out) is list:
