@@ -256,7 +256,7 @@ cdef object _policy_of(object policy):
 
 cdef inline uint64_t _span_mix(uint64_t h, const unsigned char* p, Py_ssize_t n) noexcept:
     """h mixed with a name's first and last 8 bytes (all of a shorter one): the table compares whole names, so
-    names alike at both ends only share a slot (a hash of every byte was most of a public encode's check)."""
+    names alike at both ends only share a slot, and no name costs more to hash than a short one."""
     cdef uint64_t first = 0, last = 0
     cdef Py_ssize_t i
     if n >= 8:
