@@ -387,3 +387,90 @@ def test_a_copy_does_the_work_of_the_objects_not_of_the_tree():
     copy = rebuild_tree(value, lambda x: leaves.append(x) or x, lambda k: k, lambda original, out: out)
     assert leaves == ["leaf"]
     assert copy == value and copy is not value and copy[0] is copy[1]
+
+
+def _doubling(levels: int, leaf: object) -> list:
+    value = [leaf]
+    for _ in range(levels):
+        value = [value, value]
+    return value
+
+
+def _tree_depth_error(root) -> bool:
+    """The depth rule walked as a tree (what _check_depth did before it kept heights): the oracle."""
+    from zodb_json_codec._common import MAX_DEPTH
+    from zodb_json_codec._decode_common import _levels_below
+    stack = [(root, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if type(value) is not list and type(value) is not dict:
+            continue
+        children = _levels_below(value)
+        if children is None:
+            continue
+        if depth > MAX_DEPTH:
+            return True
+        stack.extend((c, depth + 1) for c in children)
+    return False
+
+
+def test_the_depth_walk_does_the_work_of_the_objects_not_of_the_tree(monkeypatch):
+    # 2**60 paths through 61 lists: each list's levels are asked for once (a tree walk never ended).
+    from zodb_json_codec import _decode_common
+    asked = []
+    levels_below = _decode_common._levels_below
+
+    def counted(v):
+        asked.append(v)
+        assert len(asked) < 1000, "walked as a tree"
+        return levels_below(v)
+    monkeypatch.setattr(_decode_common, "_levels_below", counted)
+    _decode_common._check_depth(_doubling(60, {"@t": [1]}))
+    assert len(asked) == 62  # 61 lists and the tuple at the bottom
+
+
+@pytest.mark.parametrize("below", [0, 1, 2, 3])
+@pytest.mark.parametrize("shared_at", [1, 500, 995])
+def test_the_depth_walk_with_kept_heights_decides_as_the_tree_walk(below, shared_at):
+    # A chain MAX_DEPTH - 2 + below levels deep whose part from shared_at down is reached twice, once
+    # by a short path and once by the long one: the kept height counts from where it is reached again.
+    from zodb_json_codec._common import CodecError, MAX_DEPTH
+    from zodb_json_codec._decode_common import _check_depth
+    chain: list = [{"@t": [1]}]
+    parts = []
+    for _ in range(MAX_DEPTH - 2 + below):
+        chain = [chain]
+        parts.append(chain)
+    shared = parts[-shared_at]
+    root = [shared, chain]  # the short path first: its height is kept before the long path reaches it
+    expected = _tree_depth_error(root)
+    try:
+        _check_depth(root)
+        got = False
+    except CodecError:
+        got = True
+    assert got == expected
+
+
+def test_weights_kept_for_values_fetched_make_the_weighing_the_graphs_work(twins, monkeypatch):
+    # Each level a dict holding the level below twice through the memo: the fetches' weights double level
+    # by level, so the value is refused past the budget.  The Python twin walks each dict once, not its tree.
+    from zodb_json_codec import _decode_common
+    walked = []
+    keys_and_values = _decode_common._keys_and_values
+
+    def counted(d):
+        walked.append(d)
+        if len(walked) > 100_000:
+            raise RuntimeError("weighed as a tree")  # not a ValueError: the outcomes below tell it
+        return keys_and_values(d)
+    monkeypatch.setattr(_decode_common, "_keys_and_values", counted)
+    ops = [EMPTY_LIST, EMPTY_DICT, put(3)]
+    for level in range(1, 40):
+        ops += [EMPTY_DICT, MARK, text("a"), get(level + 2), text("b"), get(level + 2), SETITEMS, put(level + 3)]
+    data = KLASS + state(*ops, APPEND)
+    outcomes = [outcome(lambda: twin.decode_zodb_record(data)) for twin in twins]
+    assert outcomes[0] == outcomes[1]
+    assert "expansion budget" in str(outcomes[0]), outcomes[0]
+    python_walked = len(walked)
+    assert python_walked <= 2 * 40, python_walked

@@ -60,9 +60,15 @@ def expansion_budget(size: int) -> int:
     return EXPANSION_FLOOR + EXPANSION_PER_BYTE * size
 
 
-def weight(value: Any, limit: int) -> int:
+def weight(value: Any, limit: int, kept: Optional[dict] = None) -> int:
     """value's weight as a tree: 1 a value, plus a string's length; a shared part counted each time it
-    is reached.  Past limit the walk stops: any number above limit.  An explicit stack: any depth."""
+    is reached.  Past limit the walk stops: any number above limit.  An explicit stack: any depth.
+
+    ``kept`` (id -> (container, weight)), when given, holds the weights of containers weighed before and
+    unchanged since: each adds its kept weight instead of being walked again, and value's weight is kept
+    there once known.  The Python decoder keeps the weights of the values it fetched while none has
+    changed since it was fetched (a container reaches another only by being put in it from the stack,
+    or by a fetch); a value the memo gives again and again is then walked once, not once a place."""
     if type(value) is str:
         return 1 + len(value)
     if type(value) is not list and type(value) is not dict:
@@ -71,6 +77,10 @@ def weight(value: Any, limit: int) -> int:
     stack = [value]
     while stack:
         node = stack.pop()
+        known = kept.get(id(node)) if kept else None
+        if known is not None and known[0] is node:
+            total += known[1]
+            continue
         total += 1
         for x in (node if type(node) is list else _keys_and_values(node)):
             if type(x) is str:
@@ -81,6 +91,8 @@ def weight(value: Any, limit: int) -> int:
                 total += 1
         if total > limit:
             return total
+    if kept is not None:
+        kept[id(value)] = (value, total)
     return total
 
 
@@ -455,30 +467,42 @@ def _check_depth(root: Any) -> None:
     Each container is a level; a tuple's or set's items, a dict's keys and
     values (also in the ``@d`` pair form), a reference's id and an object's
     callable, arguments and state are one level below it.  Walked with an
-    explicit stack: any depth is checked without recursion.
+    explicit stack: any depth is checked without recursion.  A container the
+    memo gave again stands in many places: its height (the levels at and below
+    it) is kept by id once walked, so the work is the graph's, not the tree's
+    (no cycles: finish looked for them first).
     """
     if type(root) is not list and type(root) is not dict:
         return
     children = _levels_below(root)
     if children is None:
         return
+    heights: dict = {}  # id -> the height of a container walked
     stack: list = []
-    it, depth = iter(children), 1  # the depth of what `it` gives
+    node, it, height = root, iter(children), 1  # what `it` gives stands len(stack) + 1 levels down
     while True:
         for c in it:
             if type(c) is dict or type(c) is list:
-                children = _levels_below(c)
-                if children is None:
-                    continue
-                if depth > MAX_DEPTH:
+                known = heights.get(id(c))
+                if known is None:
+                    children = _levels_below(c)
+                    if children is None:
+                        continue
+                    if len(stack) >= MAX_DEPTH:
+                        raise CodecError("maximum nesting depth exceeded")
+                    stack.append((node, it, height))
+                    node, it, height = c, iter(children), 1
+                    break
+                if len(stack) + known > MAX_DEPTH:
                     raise CodecError("maximum nesting depth exceeded")
-                stack.append((it, depth))
-                it, depth = iter(children), depth + 1
-                break
+                height = max(height, known + 1)
         else:
+            heights[id(node)] = height
             if not stack:
                 return
-            it, depth = stack.pop()
+            below = height
+            node, it, height = stack.pop()
+            height = max(height, below + 1)
 
 
 def _same(x: Any) -> Any:

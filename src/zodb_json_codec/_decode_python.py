@@ -45,7 +45,7 @@ class _Context:
 
     __slots__ = ("compact", "memo", "objs", "dforms", "shared", "cyclic", "flags", "refs",
                  "unrepresentable", "uncallable", "containers", "fetched", "budget", "stack", "metastack",
-                 "rebuilt", "watched", "pids", "pid_parts", "sets")
+                 "rebuilt", "watched", "pids", "pid_parts", "sets", "weights")
 
     def __init__(self, compact: bool, size: int) -> None:
         self.compact = compact
@@ -68,6 +68,7 @@ class _Context:
         self.pids: Optional[list] = None  # persistent ids of lists or dicts not walked yet (in_persistent_id)
         self.pid_parts: Optional[dict] = None  # id -> list or dict in the persistent ids walked
         self.sets: Optional[list] = None  # the item lists of the sets made (collapses_by_identity)
+        self.weights: dict = {}     # id -> (container, weight) of values fetched (_decode_common.weight's kept)
 
 
 def _decode_utf8(raw: bytes, pos: int, ctx: _Context) -> str:
@@ -129,7 +130,7 @@ def _fetched(ctx: _Context, value: Any, start: int) -> None:
     if t is list or t is dict:
         ctx.shared[id(value)] = value
         if not ctx.cyclic:
-            ctx.fetched += weight(value, ctx.budget - ctx.fetched)
+            ctx.fetched += weight(value, ctx.budget - ctx.fetched, ctx.weights)
     else:
         ctx.fetched += 1 + len(value) if t is str else 1
     if ctx.fetched > ctx.budget:
