@@ -227,20 +227,59 @@ _EQUAL_COPY_MARKERS = frozenset(("@b", "@bi", "@dt", "@date", "@time", "@td", "@
 _PART_WISE_MARKERS = frozenset(("@t", "@set", "@fset"))
 
 
-def collapses_by_identity(sets: Optional[list], dforms: Optional[dict]) -> bool:
-    """Whether a set's items (sets: the item lists of the sets the pickle made), or the keys of a dict
-    written as @d pairs, reach one part twice that a copy would not compare equal to (a NaN, an object, a
-    list, or a tuple holding one): pickle's set or dict holds one item or key where the JSON's copies would
-    make two, so JSON cannot carry it (@pkl).  A pickler never writes such a set or keys: only a hand-made
-    pickle fetches one from the memo twice."""
-    for items in sets or ():
-        if _repeats_a_part_unequal_when_copied(items):
+def note_hashed(ctx: Any, made: Any) -> None:
+    """A set's item list or a dict switched to @d pairs was made: noted with the number of changes to
+    shared values so far (collapses_by_identity, changed_after_hashed)."""
+    if ctx.hashed is None:
+        ctx.hashed = []
+    ctx.hashed.append((ctx.changes, made))
+
+
+def note_change(ctx: Any, target: Any) -> None:
+    """A shared value changed, after a set or @d dict was made (ctx.changes counts it): kept with its
+    number for changed_after_hashed."""
+    if ctx.changed is None:
+        ctx.changed = {}
+    ctx.changed[id(target)] = (target, ctx.changes)
+
+
+def _hashed_parts(made: Any) -> list:
+    """What CPython hashed of a noted set or @d dict: the set's items, the dict's keys."""
+    if type(made) is list:
+        return made
+    pairs = made.get("@d")
+    return [p[0] for p in pairs if type(p) is list and p] if type(pairs) is list else []
+
+
+def collapses_by_identity(hashed: Optional[list]) -> bool:
+    """Whether a set's items, or the keys of a dict written as @d pairs (hashed: note_hashed's), reach
+    one part twice that a copy would not compare equal to (a NaN, an object, a list, or a tuple holding
+    one): pickle's set or dict holds one item or key where the JSON's copies would make two, so JSON
+    cannot carry it (@pkl).  A pickler never writes such a set or keys: only a hand-made pickle fetches
+    one from the memo twice."""
+    for _, made in hashed or ():
+        if _repeats_a_part_unequal_when_copied(_hashed_parts(made)):
             return True
-    for d in (dforms or {}).values():
-        pairs = d.get("@d")
-        if type(pairs) is list and _repeats_a_part_unequal_when_copied(
-                [p[0] for p in pairs if type(p) is list and p]):
-            return True
+    return False
+
+
+def changed_after_hashed(hashed: list, changed: dict) -> bool:
+    """Whether a set's items or a @d dict's keys reach a value changed after the set or dict was made.
+    CPython hashed and compared the value as it was then (an instance's hash may come from its state:
+    two parts equal then are one item), while the JSON holds it as changed: JSON cannot carry it (@pkl).
+    One walk: each part is reached first from the earliest set or dict that reaches it."""
+    seen: set = set()
+    for made_at, made in hashed:
+        stack = list(_hashed_parts(made))
+        while stack:
+            x = stack.pop()
+            if (type(x) is not list and type(x) is not dict) or id(x) in seen:
+                continue
+            seen.add(id(x))
+            entry = changed.get(id(x))
+            if entry is not None and entry[0] is x and entry[1] > made_at:
+                return True
+            stack.extend(x if type(x) is list else _keys_and_values(x))
     return False
 
 

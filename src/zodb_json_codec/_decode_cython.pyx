@@ -41,8 +41,9 @@ from ._known import MAX_MARKER_KEYS, decimal_reads, marker_kind, timedelta_exist
 from . import _decode_common
 from ._decode_common import (
     EXPANSION_FLOOR, EXPANSION_PER_BYTE, Unrepresentable, became_markers, check_class_names_at_offset_0,
-    collapses_by_identity, expansion_error, finish, generic_call, instance_content, int_value, line_utf8,
-    in_persistent_id, may_become_a_marker, note_persistent_id, persistent_ref, weight,
+    changed_after_hashed, collapses_by_identity, expansion_error, finish, generic_call, instance_content, int_value,
+    line_utf8, in_persistent_id, may_become_a_marker, note_change, note_hashed, note_persistent_id, persistent_ref,
+    weight,
 )
 from ._jsontext_cython cimport pg_json_text
 from ._pickletext_cython cimport CLASS_GLOBAL, CLASS_NAMES, CLASS_NAMES_NONE, ClassForm, ClassPickle, lane_text
@@ -119,7 +120,9 @@ cdef class _Context:
     cdef public dict shared      # id -> value for mutable values fetched from the memo / DUP (or None)
     cdef public list pids        # persistent ids of lists or dicts not walked yet (in_persistent_id; or None)
     cdef public dict pid_parts   # id -> list or dict in the persistent ids walked (or None)
-    cdef list sets               # the item lists of the sets made (collapses_by_identity; or None)
+    cdef public list hashed      # sets' item lists and @d dicts made (_decode_common.note_hashed; or None)
+    cdef public Py_ssize_t changes  # changes to shared values...
+    cdef public dict changed     # ...and the values changed after a set or @d dict was made (or None)
     cdef public bint cyclic      # a shared value was mutated: the graph may have a cycle
     cdef public int flags
     cdef public list refs
@@ -708,6 +711,9 @@ cdef inline void _note_mutation(_Context ctx, object target):
         ctx.cyclic = True
         if (ctx.pids or ctx.pid_parts) and in_persistent_id(ctx, target):
             ctx.unrepresentable = True  # a persistent id changed after the unpickler read it
+        ctx.changes += 1
+        if ctx.hashed:
+            note_change(ctx, target)
 
 
 cdef int _share(_Context ctx, object value) except -1:
@@ -805,6 +811,7 @@ cdef void _to_dform(_Context ctx, dict target, list items, Py_ssize_t start) exc
     if ctx.dforms is None:
         ctx.dforms = {}
     ctx.dforms[_id(target)] = target
+    note_hashed(ctx, target)
 
 
 cdef int _append(_Context ctx, object target, list items, Py_ssize_t pos, str opname) except -1:
@@ -1419,11 +1426,10 @@ cdef inline Py_ssize_t _op_binstring(_Context ctx, const unsigned char* p, Py_ss
     return pos + n
 
 
-cdef list _noted_set(_Context ctx, list items):  # noted for collapses_by_identity if an item may copy unequal
+cdef list _noted_set(_Context ctx, list items):  # noted (note_hashed) if an item may copy unequal or change
     for x in items:
         if type(x) is dict or type(x) is list or type(x) is float:
-            ctx.sets = [] if ctx.sets is None else ctx.sets
-            PyList_Append(ctx.sets, items)
+            note_hashed(ctx, items)
             break
     return items
 
@@ -1554,7 +1560,8 @@ cdef object _finish(object value, _Context ctx, Py_ssize_t start):
     """_decode_common.finish where there is something to check: a value of more than C_DEEP_CONTAINERS container
     opcodes that _tree_weight cannot walk either is measured by the explicit-stack walk."""
     cdef bint maybe_deep = ctx.containers > C_DEEP_CONTAINERS
-    if (ctx.shared or ctx.flags & F_FLOAT) and (ctx.sets or ctx.dforms) and collapses_by_identity(ctx.sets, ctx.dforms):
+    if ctx.hashed and (((ctx.shared or ctx.flags & F_FLOAT) and collapses_by_identity(ctx.hashed))
+                       or (ctx.changed and changed_after_hashed(ctx.hashed, ctx.changed))):
         ctx.unrepresentable = True
     if (ctx.unrepresentable or ctx.cyclic or ctx.flags & F_ESCAPED_KEY
             or (ctx.flags & C_WRITTEN_LONGER and ctx.fetched * C_WRITTEN_RATIO > ctx.budget)

@@ -24,11 +24,11 @@ from ._decode_known import NEWOBJ, newobj_ex_callable, REDUCE
 from ._known import MAX_MARKER_KEYS, btree_kind, marker_kind
 from ._decode_common import (
     DEEP_CONTAINERS, F_ESCAPED_KEY, F_EXP_FLOAT, F_FLOAT, F_NUL, F_SHALLOW, F_SURROGATE,
-    SHALLOW_CONTAINERS, Obj, Unrepresentable, became_markers, check_class_names_at_offset_0, collapses_by_identity,
-    expansion_budget, expansion_error, finish, float_flags, float_line, global_lines, in_persistent_id, in_state,
-    int_line, int_value, long_line, may_become_a_marker, memo_index, object_record_state, persid_line, rebuilt_target,
-    render_obj,
-    shares_a_rebuilt, string_line, text_line, unicode_line, weight,
+    SHALLOW_CONTAINERS, Obj, Unrepresentable, became_markers, changed_after_hashed, check_class_names_at_offset_0,
+    collapses_by_identity, expansion_budget, expansion_error, finish, float_flags, float_line, global_lines,
+    in_persistent_id, in_state, int_line, int_value, long_line, may_become_a_marker, memo_index, note_change,
+    note_hashed, object_record_state, persid_line, rebuilt_target, render_obj, shares_a_rebuilt, string_line,
+    text_line, unicode_line, weight,
 )
 from ._decode_common import decode_error as _err
 from ._decode_common import eof_error as _eof
@@ -45,7 +45,7 @@ class _Context:
 
     __slots__ = ("compact", "memo", "objs", "dforms", "shared", "cyclic", "flags", "refs",
                  "unrepresentable", "uncallable", "containers", "fetched", "budget", "stack", "metastack",
-                 "rebuilt", "watched", "pids", "pid_parts", "sets", "weights")
+                 "rebuilt", "watched", "pids", "pid_parts", "hashed", "changes", "changed", "weights")
 
     def __init__(self, compact: bool, size: int) -> None:
         self.compact = compact
@@ -67,7 +67,9 @@ class _Context:
         self.watched: Optional[list] = None  # user dicts that may become marker-shaped (_set_items)
         self.pids: Optional[list] = None  # persistent ids of lists or dicts not walked yet (in_persistent_id)
         self.pid_parts: Optional[dict] = None  # id -> list or dict in the persistent ids walked
-        self.sets: Optional[list] = None  # the item lists of the sets made (collapses_by_identity)
+        self.hashed: Optional[list] = None  # sets' item lists and @d dicts made (_decode_common.note_hashed)
+        self.changes = 0            # changes to shared values...
+        self.changed: Optional[dict] = None  # ...and the values changed after a set or @d dict was made
         self.weights: dict = {}     # id -> (container, weight) of values fetched (_decode_common.weight's kept)
 
 
@@ -102,7 +104,7 @@ def _new_obj(ctx: _Context, kind: int, callable_: Any, args: Any) -> dict:
     ctx.objs[id(value)] = obj
     render_obj(obj, ctx.objs)
     if len(value) == 1 and ("@set" in value or "@fset" in value):  # set(list): a known call
-        _note_set(ctx, value.get("@set", value.get("@fset")))
+        note_hashed(ctx, value.get("@set", value.get("@fset")))
     return value
 
 
@@ -120,6 +122,9 @@ def _note_mutation(ctx: _Context, target: Any) -> None:
         ctx.cyclic = True
         if (ctx.pids or ctx.pid_parts) and in_persistent_id(ctx, target):
             ctx.unrepresentable = True  # a persistent id changed after the unpickler read it
+        ctx.changes += 1
+        if ctx.hashed:
+            note_change(ctx, target)
 
 
 def _fetched(ctx: _Context, value: Any, start: int) -> None:
@@ -194,6 +199,7 @@ def _to_dform(ctx: _Context, target: dict, items: list, start: int) -> None:
     target.clear()
     target["@d"] = pairs
     ctx.dforms[id(target)] = target
+    note_hashed(ctx, target)
 
 
 def _append(ctx: _Context, target: Any, items: list, pos: int, opname: str) -> None:
@@ -585,15 +591,9 @@ def _empty_tuple(ctx: _Context, data: bytes, pos: int) -> int:
 def _empty_set(ctx: _Context, data: bytes, pos: int) -> int:
     ctx.containers += 1
     items: list = []
-    _note_set(ctx, items)
+    note_hashed(ctx, items)
     ctx.stack.append({"@set": items})
     return pos
-
-
-def _note_set(ctx: _Context, items: list) -> None:
-    if ctx.sets is None:
-        ctx.sets = []
-    ctx.sets.append(items)
 
 
 def _list(ctx: _Context, data: bytes, pos: int) -> int:
@@ -613,7 +613,7 @@ def _tuple(ctx: _Context, data: bytes, pos: int) -> int:
 def _frozenset(ctx: _Context, data: bytes, pos: int) -> int:
     ctx.containers += 1
     items = _pop_mark(ctx, pos, "FROZENSET")
-    _note_set(ctx, items)
+    note_hashed(ctx, items)
     ctx.stack.append({"@fset": items})
     return pos
 
@@ -847,7 +847,8 @@ def _build(ctx: _Context, target: Any, state: Any) -> Any:
 def _finish(value: Any, ctx: _Context, start: int) -> Any:
     if ctx.rebuilt is not None and shares_a_rebuilt(ctx.rebuilt, ctx.shared):
         ctx.unrepresentable = True
-    if (ctx.shared or ctx.flags & F_FLOAT) and collapses_by_identity(ctx.sets, ctx.dforms):
+    if (((ctx.shared or ctx.flags & F_FLOAT) and collapses_by_identity(ctx.hashed))
+            or (ctx.changed and changed_after_hashed(ctx.hashed, ctx.changed))):
         ctx.unrepresentable = True
     if ctx.containers <= SHALLOW_CONTAINERS:
         ctx.flags |= F_SHALLOW
