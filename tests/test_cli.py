@@ -45,11 +45,17 @@ def summary(proc: subprocess.CompletedProcess) -> dict:
     return {k: (int(v) if v.isdigit() else v) for k, v in m.groupdict().items()}
 
 
+TRANSACTION_FIELDS = {"transaction", "status", "user", "description", "extension"}
+
+
 def dump_lines(text: str) -> list:
     # JSON Lines end at "\n" only: str.splitlines() would also split at a
     # U+2028 inside a string, which JSON text may hold unescaped.
     assert text.endswith("\n")
     rows = [json.loads(line) for line in text[:-1].split("\n")]
+    headers = [row for row in rows if "transaction" in row]  # each before its transaction's records
+    assert all(set(row) == TRANSACTION_FIELDS for row in headers)
+    rows = [row for row in rows if "transaction" not in row]
     for row in rows:
         assert set(row) == FIELDS
         assert re.fullmatch(r"[0-9a-f]{16}", row["oid"]) and re.fullmatch(r"[0-9a-f]{16}", row["tid"])
@@ -195,7 +201,7 @@ def test_dump(target):
 def test_dump_writes_the_state_text_unchanged():
     # The line embeds decode_zodb_record_for_pg_json's text as is (no re-parsing).
     proc = cli("dump")
-    first = proc.out.split("\n")[0]
+    first = proc.out.split("\n")[1]  # after its transaction's line
     storage = FileStorage(str(SAMPLE), read_only=True)
     try:
         data, _ = load_current(storage, p64(int(json.loads(first)["oid"], 16)))

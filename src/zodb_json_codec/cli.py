@@ -70,6 +70,12 @@ def _add_dsn(p: argparse.ArgumentParser) -> None:
                    "(default: libpq's PG* environment variables)")
 
 
+def _add_blob_options(p: argparse.ArgumentParser, blob_dir_help: str) -> None:
+    p.add_argument("--blob-dir", metavar="DIR", help=blob_dir_help)
+    p.add_argument("--no-blobs", action="store_true",
+                   help="leave the blobs' files out (their records are kept); said again in the summary")
+
+
 def _add_scan_options(p: argparse.ArgumentParser, all_what: str) -> None:
     """--all, --jobs and --part, of the commands that read every record of a FileStorage."""
     _add_all(p, all_what)
@@ -97,11 +103,15 @@ def build_parser() -> argparse.ArgumentParser:
         commands, "dump", _dump, help="a FileStorage as JSON Lines",
         description='One line per object revision, in transaction order: {"oid", "tid", "class_mod", '
         '"class_name", "state", "refs"}, oid and tid as 16 hex digits, state as '
-        "decode_zodb_record_for_pg_json writes it. Records the codec cannot decode are reported on "
-        "standard error, and the exit status is 1.",
+        "decode_zodb_record_for_pg_json writes it; before each transaction's records its line "
+        '{"transaction", "status", "user", "description", "extension"}; {"oid", "tid", "deleted": true} '
+        "for a revision without data; a blob's file copied to OUT.blobs and named by its record's line. "
+        "Records the codec cannot decode are reported on standard error, and the exit status is 1.",
     )
     _add_path(p)
     p.add_argument("-o", "--output", metavar="OUT", help="write to OUT (complete or not at all) instead of standard output")
+    _add_blob_options(p, "the database's blob directory (ZODB does not record it in the Data.fs): each blob "
+                      "revision's file is copied to OUT.blobs")
     _add_scan_options(p, "")
 
     p = _command(
@@ -112,6 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("source", metavar="JSONL", help='the JSON Lines file, or "-" for standard input')
     p.add_argument("output", metavar="OUT.fs", help="the FileStorage to create (must not exist)")
+    _add_blob_options(p, "the blob directory to create for the new FileStorage (must not exist), for the blob "
+                      "files the lines name")
     _add_jobs(p)
 
     p = _command(
@@ -146,14 +158,18 @@ def build_parser() -> argparse.ArgumentParser:
         description="Without --against: decode every record revision, encode it back (from the dict, from "
         "the JSON text and, with --pg, from the text after a jsonb column) and compare the object graphs "
         "with the original, without importing application classes. With --against ORIGINAL: every "
-        "record of PATH must hold the same objects as ORIGINAL's record of that oid and tid, and every "
-        "current object of ORIGINAL (every revision, with --all) must be in PATH. "
+        "record of PATH must hold the same objects (and blob bytes) as ORIGINAL's record of that oid and tid, "
+        "every revision without data must be one in ORIGINAL, every transaction must have ORIGINAL's "
+        "metadata, and every current object of ORIGINAL (every revision and transaction, with --all) "
+        "must be in PATH. "
         "Exits 1 if any record is lost, different, missing or cannot be decoded.",
     )
     _add_path(p)
     check = p.add_mutually_exclusive_group()
     check.add_argument("--pg", metavar="DSN", help="also send every state through a jsonb column of this PostgreSQL")
     check.add_argument("--against", metavar="ORIGINAL", help="compare PATH, a copy (load, pg-import), with ORIGINAL")
+    _add_blob_options(p, "PATH's blob directory (with --against: the blob files are compared too)")
+    p.add_argument("--original-blob-dir", metavar="DIR", help="ORIGINAL's blob directory")
     p.add_argument("--show", type=int, default=MAX_FAILURES_SHOWN, metavar="N",
                    help="list up to N failures (default %(default)s)")
     _add_scan_options(p, " (with --against)")
@@ -185,13 +201,14 @@ def _dump(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
     out.flush()
     return dump(args.path, args.output, stdout=out.buffer, err=err, jobs=args.jobs, part=args.part,  # UTF-8 bytes
-                all_revisions=args.all_revisions)
+                all_revisions=args.all_revisions, blob_dir=args.blob_dir, no_blobs=args.no_blobs)
 
 
 def _load(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     from ._db.jsonl import load
 
-    return load(args.source, args.output, out=out, err=err, stdin=sys.stdin.buffer, jobs=args.jobs)
+    return load(args.source, args.output, out=out, err=err, stdin=sys.stdin.buffer, jobs=args.jobs,
+                blob_dir=args.blob_dir, no_blobs=args.no_blobs)
 
 
 def _pg_export(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
@@ -212,9 +229,12 @@ def _verify(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
     options = dict(out=out, err=err, show=args.show, jobs=args.jobs, part=args.part)
     if args.against is not None:
-        return verify_against(args.path, args.against, all_revisions=args.all_revisions, **options)
+        return verify_against(args.path, args.against, all_revisions=args.all_revisions, blob_dir=args.blob_dir,
+                              original_blob_dir=args.original_blob_dir, no_blobs=args.no_blobs, **options)
     if args.all_revisions:
         raise CommandError("--all goes with --against (without it, verify checks every revision anyway)")
+    if args.blob_dir or args.original_blob_dir or args.no_blobs:
+        raise CommandError("the blob options go with --against")
     return verify(args.path, dsn=args.pg, **options)
 
 

@@ -101,8 +101,10 @@ def _start_worker(initializer: Optional[Callable[..., None]], initargs: Sequence
 
 def map_records(records: Iterable[Any], function: Callable[[List[Any]], R], jobs: int, progress: Any,
                 prepare: Callable[[Any], Any] = lambda r: (r.oid, r.tid, r.data),
-                initializer: Optional[Callable[..., None]] = None, initargs: Sequence[Any] = ()) -> Iterator[R]:
-    """function(batch) over batches of prepare(record), in order, with progress counted in records.
+                initializer: Optional[Callable[..., None]] = None, initargs: Sequence[Any] = (),
+                counted: Callable[[Any], bool] = lambda r: True) -> Iterator[R]:
+    """function(batch) over batches of prepare(record), in order, with progress counted in records (the
+    items counted() says are records, not a transaction's line).
 
     Each record has ``data`` (its size decides the batches) and ``position``
     (0..1 through its source, for the progress percentage).
@@ -111,7 +113,7 @@ def map_records(records: Iterable[Any], function: Callable[[List[Any]], R], jobs
 
     def batches() -> Iterator[List[Any]]:
         for batch in batched(records, lambda r: len(r.data)):
-            sizes.append((len(batch), batch[-1].position))
+            sizes.append((sum(map(counted, batch)), batch[-1].position))
             yield [prepare(r) for r in batch]
 
     done = 0

@@ -15,7 +15,8 @@ from . import MAX_MESSAGE, CommandError, record_name
 from .parallel import map_records
 from .pg import first_line
 from .progress import Progress
-from .storage import Part, open_storage, records
+from .blobs import file_digest, is_blob_record
+from .storage import Part, Transaction, entries, open_storage, records, transaction_headers
 
 MAX_FAILURES_SHOWN = 10
 LOSSES = ("dict path", "json path", "pg path")  # a record that comes back as other objects
@@ -146,8 +147,9 @@ class Failures:
         self.lost = 0
         self.kinds: Dict[str, int] = {}
 
-    def add(self, where: str, problems: Dict[str, str]) -> None:
-        self.records += 1
+    def add(self, where: str, problems: Dict[str, str], record: bool = True) -> None:
+        """A record's problems (none: it was fine); record False: a transaction's, not counted as a record."""
+        self.records += record
         for kind in problems:
             self.kinds[kind] = self.kinds.get(kind, 0) + 1
         self.lost += any(kind in problems for kind in LOSSES)
@@ -228,20 +230,105 @@ def compare_batch(batch: Sequence[Tuple[bytes, bytes, bytes, Optional[bytes]]]) 
     return results
 
 
+def _extension_value(raw: bytes) -> Any:
+    if not raw:
+        return {}
+    try:
+        return codec.pickle_to_dict(raw)
+    except ValueError:
+        return raw
+
+
+class _Headers:
+    """The original's transaction headers, walked beside the copy's (both in tid order)."""
+
+    def __init__(self, storage: Any, failures: Any, every: bool) -> None:
+        self._headers = transaction_headers(storage)
+        self._next: Optional[Transaction] = next(self._headers, None)
+        self._failures = failures
+        self._every = every  # every transaction of the original must be in the copy
+        self.compared = 0
+        self.different = 0
+        self.missing = 0
+
+    def _skip_to(self, tid: Optional[bytes]) -> None:
+        while self._next is not None and (tid is None or self._next.tid < tid):
+            if self._every:
+                self._failures.add(f"transaction {self._next.tid.hex()}", {"missing": "not in the copy"}, False)
+                self.missing += 1
+            self._next = next(self._headers, None)
+
+    def compare(self, header: Transaction) -> None:
+        self._skip_to(header.tid)
+        self.compared += 1
+        where = f"transaction {header.tid.hex()}"
+        if self._next is None or self._next.tid != header.tid:
+            self._failures.add(where, {"extra": "the original has no such transaction"}, False)
+            self.different += 1
+            return
+        want, self._next = self._next, next(self._headers, None)
+        unlike = [name for name in ("status", "user", "description") if getattr(want, name) != getattr(header, name)]
+        if want.extension != header.extension and _extension_value(want.extension) != _extension_value(header.extension):
+            unlike.append("extension")
+        if unlike:
+            self._failures.add(where, {"metadata": f"differs from the original's: {', '.join(unlike)}"}, False)
+            self.different += 1
+
+    def finish(self) -> None:
+        self._skip_to(None)
+
+
+def _no_data_at(storage: Any, oid: bytes, tid: bytes) -> Optional[bool]:
+    """Whether storage's object oid has no data at tid (a revision without data there): True; False where it
+    has data; None where it does not exist yet."""
+    from ZODB.POSException import POSKeyError
+    from ZODB.utils import p64, u64
+
+    try:
+        return None if storage.loadBefore(oid, p64(u64(tid) + 1)) is None else False
+    except POSKeyError:
+        return True
+
+
+def _blob_problem(copy: Any, original: Any, oid: bytes, tid: bytes) -> Dict[str, str]:
+    """The copy's blob file of a record against the original's: the same bytes, or what differs."""
+    found = []
+    for storage in (copy, original):
+        try:
+            found.append(file_digest(storage.loadBlob(oid, tid)))
+        except Exception as exc:  # noqa: BLE001 - POSKeyError: no blob file; OSError
+            found.append(f"{type(exc).__name__}: {exc}"[:MAX_MESSAGE])
+    if isinstance(found[0], str):
+        return {"blob": f"the copy's blob file: {found[0]}"}
+    if isinstance(found[1], str):
+        return {"unchecked": f"the original's blob file: {found[1]}"}
+    if found[0] != found[1]:
+        return {"blob": f"the copy's blob file ({found[0][0]} bytes) differs from the original's ({found[1][0]} bytes)"}
+    return {}
+
+
 def verify_against(source: str, original: str, *, out: IO[str], err: IO[str], show: int = MAX_FAILURES_SHOWN,
-                   jobs: int = 1, part: Optional[Part] = None, all_revisions: bool = False) -> int:
+                   jobs: int = 1, part: Optional[Part] = None, all_revisions: bool = False,
+                   blob_dir: Optional[str] = None, original_blob_dir: Optional[str] = None,
+                   no_blobs: bool = False) -> int:
     """Does the FileStorage source (a copy) hold the same objects as original, record for record?
 
     Every record revision of source must load to the same objects as the
-    original's revision of the same oid and tid; every object of the
-    original (every revision, with all_revisions) must be in source, current
-    at the same tid.
+    original's revision of the same oid and tid, with the same blob bytes;
+    every revision without data must be one in the original too; every
+    transaction must have the original's metadata.  Every object of the
+    original (every revision and transaction, with all_revisions) must be in
+    source, current at the same tid, or without data where the original's is.
     """
     from ZODB.POSException import POSKeyError
 
+    if no_blobs and (blob_dir is not None or original_blob_dir is not None):
+        raise CommandError("give the blob directories or --no-blobs, not both")
     failures = Failures(err, show)
     progress = Progress("verify", err)
-    with open_storage(source) as copy, open_storage(original) as original_storage:
+    blobs = {"same": 0, "skipped": 0}
+    with open_storage(source, blob_dir) as copy, open_storage(original, original_blob_dir) as original_storage:
+        headers = _Headers(original_storage, failures, all_revisions and part is None)
 
         def with_original(rec: Any) -> Tuple[bytes, bytes, bytes, Optional[bytes]]:
             try:
@@ -249,36 +336,83 @@ def verify_against(source: str, original: str, *, out: IO[str], err: IO[str], sh
             except POSKeyError:
                 return rec.oid, rec.tid, rec.data, None
 
+        def copy_records() -> Any:
+            """The copy's records with data, for the workers; headers, revisions without data and blob
+            files checked here on the way."""
+            for entry in entries(copy, True, part):
+                if type(entry) is Transaction:
+                    headers.compare(entry)
+                elif not entry.data:
+                    failures.add(record_name(entry.oid, entry.tid),
+                                 {} if _no_data_at(original_storage, entry.oid, entry.tid)
+                                 else {"different": "a revision without data, where the original has data"})
+                else:
+                    if is_blob_record(entry.data):
+                        if no_blobs:
+                            blobs["skipped"] += 1
+                        elif blob_dir is None or original_blob_dir is None:
+                            raise CommandError(f"{source} holds blob records: give --blob-dir DIR and "
+                                               "--original-blob-dir DIR (the copy's and the original's blob "
+                                               "directories), or --no-blobs to compare without the blob files")
+                        else:
+                            problem = _blob_problem(copy, original_storage, entry.oid, entry.tid)
+                            if problem:  # the record itself is counted when compared
+                                failures.add(record_name(entry.oid, entry.tid), problem, False)
+                            else:
+                                blobs["same"] += 1
+                    yield entry
+
         try:
-            for results in map_records(records(copy, True, part), compare_batch, jobs, progress, prepare=with_original):
+            for results in map_records(copy_records(), compare_batch, jobs, progress, prepare=with_original):
                 for where, problems in results:
                     failures.add(where, problems)
+            headers.finish()
         finally:
             progress.close()
         missing = 0
-        for rec in records(original_storage, all_revisions, part):
-            try:
-                if all_revisions:
-                    copy.loadSerial(rec.oid, rec.tid)
-                    present = True
-                else:
-                    present = copy.getTid(rec.oid) == rec.tid
-            except POSKeyError:
-                present = False
+        for rec in entries(original_storage, all_revisions, part):
+            if type(rec) is Transaction:
+                continue
+            if not rec.data:
+                present = bool(_no_data_at(copy, rec.oid, rec.tid)) if all_revisions else _gone(copy, rec.oid)
+            else:
+                try:
+                    if all_revisions:
+                        copy.loadSerial(rec.oid, rec.tid)
+                        present = True
+                    else:
+                        present = copy.getTid(rec.oid) == rec.tid
+                except POSKeyError:
+                    present = False
             if not present:
                 missing += 1
                 where = "in the copy" if all_revisions else "current in the copy"
                 failures.add(record_name(rec.oid, rec.tid),
-                             {"missing": f"the original's revision is not {where}"})
+                             {"missing": f"the original's revision{' without data' if not rec.data else ''} "
+                                         f"is not {where}"})
     failures.close()
     kinds = failures.kinds
     compared = failures.records - missing
-    unlike = sum(kinds.get(kind, 0) for kind in ("different", "extra", "unchecked"))
+    extra = kinds.get("extra", 0) - (headers.different - kinds.get("metadata", 0))  # records', not transactions'
+    unlike = extra + sum(kinds.get(kind, 0) for kind in ("different", "unchecked"))
     print(
         f"verify: {compared} records compared with {original}: {compared - unlike} same, "
-        f"{kinds.get('different', 0)} different, {kinds.get('extra', 0)} not in the original, "
-        f"{missing} missing" + (f", {kinds['unchecked']} not comparable" if kinds.get("unchecked") else ""),
+        f"{kinds.get('different', 0)} different, {extra} not in the original, {missing} missing"
+        + (f", {kinds['unchecked']} not comparable" if kinds.get("unchecked") else "")
+        + f"; {headers.compared} transactions compared: {headers.different} different, {headers.missing} missing"
+        + f"; {blobs['same']} blob files same, {kinds.get('blob', 0)} different"
+        + (f", {blobs['skipped']} not compared (--no-blobs)" if blobs["skipped"] else ""),
         file=out,
     )
     return 1 if failures.failed else 0
 
+
+def _gone(storage: Any, oid: bytes) -> bool:
+    """Whether storage's object oid has no current data (deleted, or its creation undone)."""
+    from ZODB.POSException import POSKeyError
+
+    try:
+        storage.load(oid)
+        return False
+    except POSKeyError:
+        return True
