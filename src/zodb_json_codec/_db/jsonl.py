@@ -27,7 +27,7 @@ from . import MAX_MESSAGE, CommandError, undecodable
 from .parallel import map_records
 from .progress import Progress
 from .blobs import blob_option_hint, copy_checked, copy_file, dump_file_name, is_blob_record, line_blob, source_blob
-from .storage import Part, Record, Transaction, entries, new_storage, open_storage
+from .storage import Part, Transaction, entries, new_storage, open_storage
 
 Blob = Tuple[str, int, str]  # a dump line's blob: file (relative to the dump's directory), size, SHA-256
 
@@ -211,13 +211,11 @@ class _BlobsOut:
                                               dir=os.path.dirname(os.path.abspath(target)))
         except OSError as exc:
             raise CommandError(f"cannot write beside {target}: {exc.strerror}") from None
-        self.count = 0
 
     def copy(self, storage: Any, oid: bytes, tid: bytes) -> Blob:
         source = source_blob(storage, oid, tid)
         os.makedirs(os.path.join(self.directory, oid.hex()), exist_ok=True)
         size, sha = copy_file(source, os.path.join(self.directory, oid.hex(), tid.hex() + ".blob"))
-        self.count += 1
         return dump_file_name(self.name, oid, tid), size, sha
 
     def finish(self) -> None:
