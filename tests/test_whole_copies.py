@@ -252,3 +252,18 @@ def test_verify_finds_each_loss(site, tmp_path, loss):
     expected = {"metadata": "metadata: differs from the original's", "absence": "without data is not in the copy",
                 "blob bytes": "blob: the copy's blob file", "blob file": "blob: the copy's blob file"}[loss]
     assert expected in proc.err, proc.err
+
+
+def test_zodbs_own_copy_of_a_copy_keeps_the_blobs(site, tmp_path):
+    # ZODB knows a blob's record by its class pickle written as a global (ZODB.blob.is_blob_record): load
+    # writes a Blob's record that way, so copyTransactionsFrom (zodbconvert's copy) takes its files along.
+    copy = copy_by_dump(site, tmp_path, "--all")
+    again, again_blobs = tmp_path / "again.fs", tmp_path / "again-blobs"
+    source = FileStorage(str(copy["path"]), blob_dir=str(copy["blobs"]), read_only=True)
+    target = FileStorage(str(again), blob_dir=str(again_blobs))
+    try:
+        target.copyTransactionsFrom(source)
+    finally:
+        source.close()
+        target.close()
+    assert blob_bytes(again, again_blobs) == blob_bytes(site["path"], site["blobs"])

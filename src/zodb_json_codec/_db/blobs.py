@@ -45,6 +45,18 @@ def is_blob_record(data: bytes) -> bool:
     return meta == ("ZODB.blob", "Blob")
 
 
+ZODB_BLOB_CLASS = b"\x80\x03cZODB.blob\nBlob\nq\x00."  # a Blob's class pickle as ZODB writes it
+
+
+def with_zodb_blob_class(data: bytes) -> bytes:
+    """A Blob's record with its class pickle as ZODB writes it (a global).  ZODB knows a blob's record only
+    by that form (ZODB.blob.is_blob_record): copyTransactionsFrom, zodbconvert and ZEO would copy the
+    encoders' pair of strings without its blob file."""
+    stream = io.BytesIO(data)
+    _NamesOnly(stream).load()
+    return ZODB_BLOB_CLASS + data[stream.tell():]
+
+
 def copy_file(source: str, target: str) -> Tuple[int, str]:
     """Copy source to the new file target in chunks: (its size, its SHA-256 in hex)."""
     digest = hashlib.sha256()

@@ -26,7 +26,10 @@ from zodb_json_codec._jsonread import read_json
 from . import MAX_MESSAGE, CommandError, undecodable
 from .parallel import map_records
 from .progress import Progress
-from .blobs import blob_option_hint, copy_checked, copy_file, dump_file_name, is_blob_record, line_blob, source_blob
+from .blobs import (
+    blob_option_hint, copy_checked, copy_file, dump_file_name, is_blob_record, line_blob, source_blob,
+    with_zodb_blob_class,
+)
 from .storage import Part, Transaction, entries, new_storage, open_storage
 
 Blob = Tuple[str, int, str]  # a dump line's blob: file (relative to the dump's directory), size, SHA-256
@@ -153,6 +156,8 @@ def entry_from_line(line: bytes, where: str) -> tuple:
         data = codec.encode_zodb_record({"@cls": [module, name], "@s": row["state"]})
     except ValueError as exc:
         raise CommandError(f"{where}: oid {oid.hex()}: cannot encode the state: {exc}"[:MAX_MESSAGE]) from None
+    if (module, name) == ("ZODB.blob", "Blob"):
+        data = with_zodb_blob_class(data)
     return oid, tid, data, row.get("blob"), where
 
 

@@ -17,6 +17,7 @@ import zodb_json_codec as codec
 from zodb_json_codec._jsonread import read_json
 
 from . import MAX_MESSAGE, CommandError, undecodable
+from .blobs import with_zodb_blob_class
 from .parallel import batched, map_records, ordered_map
 from .progress import Progress
 from .storage import Part, new_storage, open_storage, records
@@ -160,6 +161,8 @@ def record_from_row(row: Sequence[Any]) -> Tuple[bytes, bytes, bytes]:
         data = codec.encode_zodb_record({"@cls": [module, name], "@s": read_json(state_text)})
     except ValueError as exc:
         raise CommandError(f"{where}: cannot encode the state: {exc}"[:MAX_MESSAGE]) from None
+    if (module, name) == ("ZODB.blob", "Blob"):
+        data = with_zodb_blob_class(data)
     return zoid.to_bytes(8, "big", signed=True), tid.to_bytes(8, "big", signed=True), data
 
 
