@@ -263,6 +263,13 @@ def collapses_by_identity(hashed: Optional[list]) -> bool:
     return False
 
 
+def hashed_unfaithfully(hashed: Optional[list], changed: Optional[dict], may_repeat: Any) -> bool:
+    """Whether JSON cannot carry the sets and @d dicts made (note_hashed's): collapses_by_identity, where
+    parts may repeat (may_repeat: values were shared, or floats read), or changed_after_hashed."""
+    return bool(hashed) and bool((may_repeat and collapses_by_identity(hashed))
+                                 or (changed and changed_after_hashed(hashed, changed)))
+
+
 def changed_after_hashed(hashed: list, changed: dict) -> bool:
     """Whether a set's items or a @d dict's keys reach a value changed after the set or dict was made.
     CPython hashed and compared the value as it was then (an instance's hash may come from its state:

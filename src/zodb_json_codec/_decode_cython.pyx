@@ -35,15 +35,13 @@ from ._datetext cimport date_state_text, datetime_state_text, decimal_text, offs
 from ._opcodes cimport *
 from ._primitives cimport ZJC_B64_LENGTH, zjc_b64_decode, zjc_b64_encode, zjc_b64_size, zjc_hex_encode
 
-from . import _decode_known, _known
+from . import _decode_common, _decode_known, _known
 from ._common import CodecError, b64encode, bytes_argument
 from ._known import MAX_MARKER_KEYS, decimal_reads, marker_kind, timedelta_exists
-from . import _decode_common
 from ._decode_common import (
     EXPANSION_FLOOR, EXPANSION_PER_BYTE, Unrepresentable, became_markers, check_class_names_at_offset_0,
-    changed_after_hashed, collapses_by_identity, expansion_error, finish, generic_call, instance_content, int_value,
-    line_utf8, in_persistent_id, may_become_a_marker, note_change, note_hashed, note_persistent_id, persistent_ref,
-    weight,
+    expansion_error, finish, generic_call, hashed_unfaithfully, instance_content, int_value, line_utf8,
+    in_persistent_id, may_become_a_marker, note_change, note_hashed, note_persistent_id, persistent_ref, weight,
 )
 from ._jsontext_cython cimport pg_json_text
 from ._pickletext_cython cimport CLASS_GLOBAL, CLASS_NAMES, CLASS_NAMES_NONE, ClassForm, ClassPickle, lane_text
@@ -1560,8 +1558,7 @@ cdef object _finish(object value, _Context ctx, Py_ssize_t start):
     """_decode_common.finish where there is something to check: a value of more than C_DEEP_CONTAINERS container
     opcodes that _tree_weight cannot walk either is measured by the explicit-stack walk."""
     cdef bint maybe_deep = ctx.containers > C_DEEP_CONTAINERS
-    if ctx.hashed and (((ctx.shared or ctx.flags & F_FLOAT) and collapses_by_identity(ctx.hashed))
-                       or (ctx.changed and changed_after_hashed(ctx.hashed, ctx.changed))):
+    if ctx.hashed and hashed_unfaithfully(ctx.hashed, ctx.changed, ctx.shared or ctx.flags & F_FLOAT):
         ctx.unrepresentable = True
     if (ctx.unrepresentable or ctx.cyclic or ctx.flags & F_ESCAPED_KEY
             or (ctx.flags & C_WRITTEN_LONGER and ctx.fetched * C_WRITTEN_RATIO > ctx.budget)
@@ -1792,9 +1789,7 @@ cdef int _check_class_names(str module, str name) except -1:
 
 def decode_zodb_record(data):
     """A ZODB record as ``{"@cls": [module, name], "@s": state}``.
-
-    Raises TypeError for a non-bytes argument and ValueError for bad data.
-    """
+    Raises TypeError for a non-bytes argument and ValueError for bad data."""
     cdef _Context ctx
     try:
         ctx = _decode_record(data)
@@ -1805,9 +1800,7 @@ def decode_zodb_record(data):
 
 def decode_zodb_record_for_pg(data):
     """(module, name, state, refs) with state safe for a PostgreSQL jsonb column.
-
-    Raises TypeError for a non-bytes argument and ValueError for bad data.
-    """
+    Raises TypeError for a non-bytes argument and ValueError for bad data."""
     cdef _Context ctx
     try:
         ctx = _decode_record(data)
@@ -1819,9 +1812,7 @@ def decode_zodb_record_for_pg(data):
 
 def decode_zodb_record_for_pg_json(data):
     """(module, name, state_json, refs): the state as JSON text for PostgreSQL jsonb.
-
-    Raises TypeError for a non-bytes argument and ValueError for bad data.
-    """
+    Raises TypeError for a non-bytes argument and ValueError for bad data."""
     cdef ClassPickle klass
     cdef _Context ctx
     names = None

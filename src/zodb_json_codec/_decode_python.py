@@ -24,11 +24,10 @@ from ._decode_known import NEWOBJ, newobj_ex_callable, REDUCE
 from ._known import MAX_MARKER_KEYS, btree_kind, marker_kind
 from ._decode_common import (
     DEEP_CONTAINERS, F_ESCAPED_KEY, F_EXP_FLOAT, F_FLOAT, F_NUL, F_SHALLOW, F_SURROGATE,
-    SHALLOW_CONTAINERS, Obj, Unrepresentable, became_markers, changed_after_hashed, check_class_names_at_offset_0,
-    collapses_by_identity, expansion_budget, expansion_error, finish, float_flags, float_line, global_lines,
-    in_persistent_id, in_state, int_line, int_value, long_line, may_become_a_marker, memo_index, note_change,
-    note_hashed, object_record_state, persid_line, rebuilt_target, render_obj, shares_a_rebuilt, string_line,
-    text_line, unicode_line, weight,
+    SHALLOW_CONTAINERS, Obj, Unrepresentable, became_markers, check_class_names_at_offset_0, expansion_budget,
+    expansion_error, finish, float_flags, float_line, global_lines, hashed_unfaithfully, in_persistent_id, in_state,
+    int_line, int_value, long_line, may_become_a_marker, memo_index, note_change, note_hashed, object_record_state,
+    persid_line, rebuilt_target, render_obj, shares_a_rebuilt, string_line, text_line, unicode_line, weight,
 )
 from ._decode_common import decode_error as _err
 from ._decode_common import eof_error as _eof
@@ -847,8 +846,7 @@ def _build(ctx: _Context, target: Any, state: Any) -> Any:
 def _finish(value: Any, ctx: _Context, start: int) -> Any:
     if ctx.rebuilt is not None and shares_a_rebuilt(ctx.rebuilt, ctx.shared):
         ctx.unrepresentable = True
-    if (((ctx.shared or ctx.flags & F_FLOAT) and collapses_by_identity(ctx.hashed))
-            or (ctx.changed and changed_after_hashed(ctx.hashed, ctx.changed))):
+    if hashed_unfaithfully(ctx.hashed, ctx.changed, ctx.shared or ctx.flags & F_FLOAT):
         ctx.unrepresentable = True
     if ctx.containers <= SHALLOW_CONTAINERS:
         ctx.flags |= F_SHALLOW
