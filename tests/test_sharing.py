@@ -210,6 +210,27 @@ def test_a_dict_that_becomes_marker_shaped_later_comes_back_as_a_dict(twins, key
             assert same_records(data, again), twin.name
 
 
+@pytest.mark.parametrize("key", ["k", "@s", "@cls"])
+@pytest.mark.parametrize("keys", [["@cls"], ["@cls", "@s"]], ids="+".join)
+def test_a_dict_marker_shaped_by_a_late_fill_still_takes_items(twins, keys, key):
+    # The structure hunt's shape: D = {"@cls": L} filled, L filled through the memo (D now looks like a
+    # class marker), then SETITEM on D again (fetched through the memo).  pickle sets the item; the decoders
+    # did too only when D was no marker of their own making, and refused it as one before.
+    ops = [EMPTY_LIST, EMPTY_DICT, put(30), MARK]
+    for k in keys:
+        ops += [text(k), EMPTY_LIST + put(20) if k == "@cls" else INT5]
+    ops += [SETITEMS, APPEND, get(20), MARK, text("a"), text("b"), APPENDS, APPEND]
+    ops += [get(30), text(key), INT5, SETITEM, APPEND]  # kept in the list, not POPped: POP is the Python twin's
+    data = KLASS + state(*ops)
+    original = pickle.Unpickler(io.BytesIO(data))
+    original.load()
+    assert original.load()[0][key] == 5
+    for fn, result in outcomes_alike(twins, data).items():
+        assert result[0] == "ok", (fn, result)
+    for twin in twins:
+        assert same_records(data, twin.encode_zodb_record(twin.decode_zodb_record(data))), twin.name
+
+
 def test_keys_added_after_a_fetch_are_checked_again(twins):
     # {"@s": 5} is plain when filled; a later SETITEM through the memo adds "@cls": ["a", "b"].
     data = KLASS + state(EMPTY_LIST, EMPTY_DICT, text("v"), EMPTY_DICT, put(30), text("@s"), INT5, SETITEM,

@@ -186,6 +186,12 @@ def may_become_a_marker(d: dict) -> bool:
     return type(d.get("@cls")) is list
 
 
+def is_watched(watched: Optional[list], d: dict) -> bool:
+    """Whether d is a user's dict that may_become_a_marker found (a marker-shaped dict among them is a dict
+    filled through the memo after it was filled, not one of the decoder's markers: it still takes items)."""
+    return watched is not None and any(w is d for w in watched)
+
+
 def became_markers(watched: list, dforms: Optional[dict]) -> list:
     """The dicts of watched (may_become_a_marker's) that are marker-shaped now and still plain, each once
     (a dict filled twice is watched twice: made @d pairs twice, it would be pairs of its own @d form)."""

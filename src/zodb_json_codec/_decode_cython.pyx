@@ -41,7 +41,8 @@ from ._known import MAX_MARKER_KEYS, decimal_reads, marker_kind, timedelta_exist
 from ._decode_common import (
     EXPANSION_FLOOR, EXPANSION_PER_BYTE, Unrepresentable, became_markers, check_class_names_at_offset_0,
     expansion_error, finish, generic_call, hashed_unfaithfully, instance_content, int_value, line_utf8,
-    in_persistent_id, may_become_a_marker, note_change, note_hashed, note_persistent_id, persistent_ref, weight,
+    in_persistent_id, is_watched, may_become_a_marker, note_change, note_hashed, note_persistent_id, persistent_ref,
+    weight,
 )
 from ._jsontext_cython cimport pg_json_text
 from ._pickletext_cython cimport CLASS_GLOBAL, CLASS_NAMES, CLASS_NAMES_NONE, ClassForm, ClassPickle, lane_text
@@ -767,7 +768,7 @@ cdef int _set_items(_Context ctx, object target, list items, Py_ssize_t pos, str
             for i in range(0, n, 2):
                 pairs.append([items[i], items[i + 1]])
             return 0
-    if len(d) == 1 and _maybe_marker(d) and marker_kind(d) is not None:
+    if len(d) == 1 and _maybe_marker(d) and marker_kind(d) is not None and not is_watched(ctx.watched, d):
         raise _err(f"invalid pickle data: {opname} on non-dict/non-object", pos)
     for i in range(0, n, 2):
         # The size read again each step: the checks above, or a dict growing, may run code (a collection's

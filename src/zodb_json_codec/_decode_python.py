@@ -23,11 +23,11 @@ from ._common import CodecError, b64encode, bytes_argument
 from ._decode_known import NEWOBJ, newobj_ex_callable, REDUCE
 from ._known import MAX_MARKER_KEYS, btree_kind, marker_kind
 from ._decode_common import (
-    DEEP_CONTAINERS, F_ESCAPED_KEY, F_EXP_FLOAT, F_FLOAT, F_NUL, F_SHALLOW, F_SURROGATE,
-    SHALLOW_CONTAINERS, Obj, Unrepresentable, became_markers, check_class_names_at_offset_0, expansion_budget,
-    expansion_error, finish, float_flags, float_line, global_lines, hashed_unfaithfully, in_persistent_id, in_state,
-    int_line, int_value, long_line, may_become_a_marker, memo_index, note_change, note_hashed, object_record_state,
-    persid_line, rebuilt_target, render_obj, shares_a_rebuilt, string_line, text_line, unicode_line, weight,
+    DEEP_CONTAINERS, F_ESCAPED_KEY, F_EXP_FLOAT, F_FLOAT, F_NUL, F_SHALLOW, F_SURROGATE, SHALLOW_CONTAINERS, Obj,
+    Unrepresentable, became_markers, check_class_names_at_offset_0, expansion_budget, expansion_error, finish,
+    float_flags, float_line, global_lines, hashed_unfaithfully, in_persistent_id, in_state, is_watched, int_line,
+    int_value, long_line, may_become_a_marker, memo_index, note_change, note_hashed, object_record_state, persid_line,
+    rebuilt_target, render_obj, shares_a_rebuilt, string_line, text_line, unicode_line, weight,
 )
 from ._decode_common import decode_error as _err
 from ._decode_common import eof_error as _eof
@@ -167,7 +167,7 @@ def _set_items(ctx: _Context, target: Any, items: list, pos: int, opname: str) -
         for i in range(0, len(items), 2):
             pairs.append([items[i], items[i + 1]])
         return
-    if len(target) == 1 and marker_kind(target) is not None:
+    if len(target) == 1 and marker_kind(target) is not None and not is_watched(ctx.watched, target):
         raise _err(f"invalid pickle data: {opname} on non-dict/non-object", pos)
     for i in range(0, len(items), 2):
         k = items[i]
