@@ -531,3 +531,18 @@ def test_weights_kept_for_values_fetched_make_the_weighing_the_graphs_work(twins
     assert "expansion budget" in str(outcomes[0]), outcomes[0]
     python_walked = len(walked)
     assert python_walked <= 2 * 40, python_walked
+
+
+@pytest.mark.parametrize("odd", ["\ud800", "\x00"])
+def test_a_text_written_longer_and_fetched_again_is_weighed_as_written(twins, odd):
+    # A text the memo gives again and again, within the budget as read (1 + its length each time) but not
+    # as written (base64 of its UTF-8: "é" is 2 bytes, 2.7 characters): refused in every function alike,
+    # and carried when fetched fewer times.  The structure hunt found it as a key.
+    long_text = odd + "é" * 2999
+    for times, refused in ((300, True), (40, False)):
+        data = KLASS + state(EMPTY_LIST, text(long_text), put(40), APPEND, *[get(40) + APPEND] * times)
+        for fn, result in outcomes_alike(twins, data).items():
+            if refused:
+                assert result[0] == "raised" and "expansion budget" in result[2], (fn, result[:1])
+            else:
+                assert result[0] == "ok", (fn, result[:1])

@@ -129,12 +129,13 @@ def written_weight(x: Any) -> int:
 
 def _added_by_sharing(root: Any, leaf_weight: Any = None) -> int:
     """What shared containers add to root's weight as a tree: its tree weight less its weight with each
-    container counted once (leaves weighed by leaf_weight if given).  Each container is weighed once (its
-    tree weight kept by id), so the work is that of the graph, not of the tree.  No cycles (finish looked
-    for them first)."""
+    container counted once (leaves weighed by leaf_weight if given; a leaf it weighs heavier than read, a
+    text the memo gave again, counted once too).  Each container is weighed once (its tree weight kept by
+    id), so the work is that of the graph, not of the tree.  No cycles (finish looked for them first)."""
     if type(root) is not list and type(root) is not dict:
         return 0
     tree: dict = {}  # id -> tree weight of a container weighed
+    longer: dict = {}  # id -> a leaf written longer than read, counted once
     once = 0         # the weight with each container counted once
     stack: list = [(root, iter(root if type(root) is list else _keys_and_values(root)), 1)]
     while stack:
@@ -148,9 +149,13 @@ def _added_by_sharing(root: Any, leaf_weight: Any = None) -> int:
                     break
                 total += done
             else:
-                leaf = leaf_weight(x) if leaf_weight is not None else 1 + len(x) if type(x) is str else 1
+                plain = 1 + len(x) if type(x) is str else 1
+                leaf = leaf_weight(x) if leaf_weight is not None else plain
                 total += leaf
-                once += leaf
+                if leaf == plain or id(x) not in longer:
+                    once += leaf
+                    if leaf != plain:
+                        longer[id(x)] = x
         else:
             once += 1
             tree[id(node)] = total
