@@ -267,3 +267,26 @@ def test_zodbs_own_copy_of_a_copy_keeps_the_blobs(site, tmp_path):
         source.close()
         target.close()
     assert blob_bytes(again, again_blobs) == blob_bytes(site["path"], site["blobs"])
+
+
+def test_load_reads_a_dumped_line_as_it_reads_it_whole(tmp_path, monkeypatch):
+    # load hands a line in dump's own spelling to the codec's one-pass reader without parsing it
+    # (jsonl._record_as_dumped); every other line is parsed whole.  Both give the same record.
+    import corpus
+    from zodb_json_codec._db import jsonl
+
+    path = corpus.storage_path("public", tmp_path)
+    lines = [line.encode("utf-8", "surrogatepass")
+             for line in ok("dump", str(path), "--all", "--jobs", "1").out.split("\n")[:-1]]
+    records = [line for line in lines if line.startswith(b'{"oid"') and b'"deleted"' not in line]
+    spaced = records[0].replace(b'"state":', b'"state": ')  # the reader takes the blank
+    edited = [  # valid JSON that is not dump's spelling: read whole
+        records[0].replace(b'"class_mod":"', b'"class_mod":"\\u0070').replace(b'"persistent', b'"ersistent', 1),
+        records[0][:-1] + b',"note":",\\"refs\\":[1]"}',
+    ]
+    every = records + [spaced] + edited
+    fast = [jsonl.entry_from_line(line + b"\n", "x") for line in every]
+    taken = [jsonl._record_as_dumped(line + b"\n", "x") is not None for line in every]
+    assert taken == [True] * (len(records) + 1) + [False] * len(edited)
+    monkeypatch.setattr(jsonl, "_record_as_dumped", lambda line, where: None)
+    assert [jsonl.entry_from_line(line + b"\n", "x") for line in every] == fast
