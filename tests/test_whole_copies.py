@@ -19,6 +19,7 @@ from typing import Dict, List
 import pytest
 
 from helpers import cli
+from test_db_commands import ok, refused  # the one-line refusal checked as there
 
 from ZODB.FileStorage import FileStorage
 
@@ -87,19 +88,6 @@ def site(tmp_path_factory) -> Dict[str, Path]:
     storage.tpc_finish(txn)
     db.close()
     return {"path": path, "blobs": blobs}
-
-
-def ok(*args: str, **kw):
-    proc = cli(*args, **kw)
-    assert proc.returncode == 0, proc.err
-    return proc
-
-
-def refused(*args: str, **kw) -> str:
-    proc = cli(*args, **kw)
-    assert proc.returncode == 2, (proc.returncode, proc.err)
-    assert proc.err.count("\n") == 1 and "Traceback" not in proc.err, proc.err
-    return proc.err
 
 
 def copy_by_dump(site, tmp_path: Path, *options: str) -> Dict[str, Path]:
