@@ -137,6 +137,8 @@ class Exported:
     dsn: str
     current: Dict[int, Tuple[str, str, int, int]]  # zoid -> (class_mod, class_name, record size, tid)
     runs: List[Tuple[Command, subprocess.CompletedProcess]]
+    revisions: int     # record revisions with data, as ZODB's iterator gives them
+    transactions: int
 
     @property
     def z(self) -> Dict[str, int]:
@@ -153,6 +155,18 @@ def current_records(path: Path) -> Dict[int, Tuple[str, str, int, int]]:
                 module, name = get_pickle_metadata(record.data)
                 current[u64(record.oid)] = (module, name, len(record.data), u64(txn.tid))
         return current
+    finally:
+        storage.close()
+
+
+def revisions_and_transactions(path: Path) -> Tuple[int, int]:
+    storage = FileStorage(str(path), read_only=True)
+    try:
+        revisions = transactions = 0
+        for txn in storage.iterator():
+            transactions += 1
+            revisions += sum(1 for record in txn if record.data)
+        return revisions, transactions
     finally:
         storage.close()
 
@@ -183,7 +197,7 @@ def exported(pg_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Exported:
         proc = run_export(command.argv, path, dsn)
         assert proc.returncode == 0, f"pg-export {command.argv} failed: {proc.stderr}"
         runs.append((command, proc))
-    return Exported(site, dsn, current_records(path), runs)
+    return Exported(site, dsn, current_records(path), runs, *revisions_and_transactions(path))
 
 
 def connect(dsn: str, autocommit: bool = True) -> psycopg.Connection:
@@ -302,10 +316,16 @@ def test_example(exported: Exported, heading: str):
 
 
 def test_export_prints_what_the_howto_shows(exported: Exported):
-    assert ["--all" in command.argv for command, _ in exported.runs] == [False, True]  # current state, then history
+    assert ["--all" in command.argv for command, _ in exported.runs] == [True]  # current state and history
     for command, proc in exported.runs:
         assert proc.stdout == command.output, command.argv
-    assert exported.runs[0][1].stdout == f"pg-export: {len(exported.current)} objects into table object_state\n"
+    with connect(exported.dsn) as conn:
+        (transactions,) = conn.execute("SELECT count(*) FROM transaction_log").fetchone()
+    assert exported.runs[0][1].stdout == (
+        f"pg-export: {len(exported.current)} objects into object_state, {exported.revisions - len(exported.current)} "
+        f"earlier revisions into object_history, {transactions} transactions into transaction_log, "
+        "0 blobs (0 bytes) into blob_state\n")
+    assert transactions == exported.transactions
 
 
 def test_children_of_a_folder_whose_tree_has_buckets(exported: Exported):

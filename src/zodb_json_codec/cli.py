@@ -127,30 +127,40 @@ def build_parser() -> argparse.ArgumentParser:
     _add_jobs(p)
 
     p = _command(
-        commands, "pg-export", _pg_export, help="a FileStorage into a PostgreSQL table (zodb-pgjsonb's layout)",
-        description="One row per object (zoid, tid, class_mod, class_name, state jsonb, state_size, refs "
-        "bigint[]) with COPY, into a new table created, filled and indexed in one transaction: "
-        "on any failure no table is left. With --part, each part adds its rows to a table shared by "
-        "the parts (created by the first), in one transaction each.",
+        commands, "pg-export", _pg_export, help="a FileStorage into zodb-pgjsonb's tables in PostgreSQL",
+        description="Without --table: zodb-pgjsonb's own tables (transaction_log, object_state, blob_state; "
+        "with --all also object_history and pack_state), into a database that has none of them, with COPY "
+        "in one transaction: on any failure nothing is left. zodb-pgjsonb's PGJsonbStorage opened on it "
+        "(history_preserving with --all) serves the copy. With --table: one table of object rows "
+        "(zoid, tid, class_mod, class_name, state jsonb, state_size, refs bigint[]) for SQL analysis; "
+        "with --part, each part adds its rows to a table shared by the parts.",
     )
     _add_path(p)
     _add_dsn(p)
+    _add_blob_options(p, "the database's blob directory (ZODB does not record it in the Data.fs): each blob "
+                      "revision's bytes go into blob_state")
     p.add_argument("--table", metavar="[SCHEMA.]TABLE",
-                   help="the table to create (default: object_state, or object_history with --all)")
+                   help="write this one table of object rows instead (no transactions, no blobs): "
+                   "object_state's columns, for SQL analysis")
     p.add_argument("--replace", action="store_true",
-                   help="replace TABLE if it exists: the new table is built beside it and swapped in at the commit, "
-                   "so readers see the old one until then")
-    _add_scan_options(p, " (the table is then keyed by zoid and tid)")
+                   help="with --table: replace TABLE if it exists: the new table is built beside it and swapped "
+                   "in at the commit, so readers see the old one until then")
+    _add_scan_options(p, " (history-preserving: earlier revisions into object_history; with --table, the "
+                      "table is keyed by zoid and tid)")
 
     p = _command(
-        commands, "pg-import", _pg_import, help="a table written by pg-export into a new FileStorage",
-        description="Read the rows in tid order and write them, encoded back, into a new FileStorage "
-        "with their oids and tids. The new file appears only when complete.",
+        commands, "pg-import", _pg_import, help="zodb-pgjsonb's tables (or a pg-export --table) into a new FileStorage",
+        description="Read every transaction of transaction_log and every revision of object_state and "
+        "object_history (where there is one) in tid order, with their blobs from blob_state, and write them, "
+        "encoded back, into a new FileStorage with their oids and tids. With --table: the rows of that "
+        "one table. The new file appears only when complete.",
     )
     p.add_argument("output", metavar="OUT.fs", help="the FileStorage to create (must not exist)")
     _add_dsn(p)
-    p.add_argument("--table", default="object_state", metavar="[SCHEMA.]TABLE",
-                   help="the table to read (default: %(default)s)")
+    _add_blob_options(p, "the blob directory to create for the new FileStorage (must not exist), for blob_state's "
+                      "bytes")
+    p.add_argument("--table", metavar="[SCHEMA.]TABLE",
+                   help="read this one table (as pg-export --table writes it) instead of zodb-pgjsonb's tables")
     _add_jobs(p)
 
     p = _command(
@@ -212,15 +222,31 @@ def _load(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
 
 def _pg_export(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    if args.table is None:
+        from ._db.pgjsonb import export_layout
+
+        if args.replace or args.part:
+            raise CommandError("--replace and --part go with --table (zodb-pgjsonb's tables are written whole)")
+        return export_layout(args.path, dsn=args.dsn, out=out, err=err, all_revisions=args.all_revisions,
+                             blob_dir=args.blob_dir, no_blobs=args.no_blobs, jobs=args.jobs)
     from ._db.pg import export
 
+    if args.blob_dir or args.no_blobs:
+        raise CommandError("the blob options go without --table (a --table export holds no blobs)")
     return export(args.path, args.table, dsn=args.dsn, out=out, err=err, all_revisions=args.all_revisions,
                   part=args.part, jobs=args.jobs, replace=args.replace)
 
 
 def _pg_import(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    if args.table is None:
+        from ._db.pgjsonb import import_layout
+
+        return import_layout(args.output, dsn=args.dsn, out=out, err=err, blob_dir=args.blob_dir,
+                             no_blobs=args.no_blobs, jobs=args.jobs)
     from ._db.pg import import_
 
+    if args.blob_dir or args.no_blobs:
+        raise CommandError("the blob options go without --table (a --table export holds no blobs)")
     return import_(args.table, args.output, dsn=args.dsn, out=out, err=err, jobs=args.jobs)
 
 

@@ -32,6 +32,7 @@ from .blobs import (
     with_zodb_blob_class,
 )
 from .storage import Part, Transaction, entries, new_storage, open_storage
+from .transactions import extension_json, text_json
 
 Blob = Tuple[str, int, str]  # a dump line's blob: file (relative to the dump's directory), size, SHA-256
 
@@ -50,30 +51,9 @@ def dump_line(oid: bytes, tid: bytes, data: bytes, blob: Optional[Blob] = None) 
     )
 
 
-def _text_json(raw: bytes) -> Any:
-    """A transaction's user or description: its text if it is UTF-8, else {"@b": base64}."""
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return {"@b": base64.b64encode(raw).decode("ascii")}
-
-
-def extension_json(raw: bytes) -> Any:
-    """A transaction's extension (a pickle of a dict, b"" for none) as the codec decodes it; one it cannot
-    decode, or whose value JSON cannot hold, as {"@pkl": base64} (dict_to_pickle gives its bytes back)."""
-    if not raw:
-        return {}
-    try:
-        value = codec.pickle_to_dict(raw)
-        json.dumps(value, allow_nan=False)
-        return value
-    except (ValueError, RecursionError):
-        return {"@pkl": base64.b64encode(raw).decode("ascii")}
-
-
 def transaction_line(header: Transaction) -> str:
     row = {"transaction": header.tid.hex(), "status": header.status.decode("latin-1"),
-           "user": _text_json(header.user), "description": _text_json(header.description),
+           "user": text_json(header.user), "description": text_json(header.description),
            "extension": extension_json(header.extension)}
     return json.dumps(row, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n"
 

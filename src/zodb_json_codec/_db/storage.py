@@ -19,6 +19,7 @@ class Record(NamedTuple):
     tid: bytes
     data: bytes  # b"": a revision without data (an undone creation, a deleted object), from entries() only
     position: float  # how far into the file this record lies, 0..1 (for progress)
+    current: bool = True  # the object's current revision (only entries() with all_revisions gives others)
 
 
 class Transaction(NamedTuple):
@@ -123,7 +124,7 @@ def entries(storage: Any, all_revisions: bool = False, part: Optional[Part] = No
         if header is not None:
             yield header
             header = None
-        yield Record(oid, tid, data, pos / size)
+        yield Record(oid, tid, data, pos / size, index.get(oid) == pos)
 
 
 _TXN_HEADER = struct.Struct(">8sQcHHH")  # tid, length, status, user, description, extension lengths

@@ -1,0 +1,422 @@
+"""zodb-pgjsonb's own tables: a FileStorage written into them (pg-export), and read back (pg-import).
+
+The layout is the one zodb-pgjsonb 1.19 creates for itself (its schema.py),
+so that its ``PGJsonbStorage`` opened on the database serves the copy:
+
+- ``transaction_log``: one row per transaction (user, description, the
+  extension as JSON text or a pickle: transactions.py), and one column more,
+  ``status``: FileStorage's mark of a transaction a pack went through, which
+  zodb-pgjsonb does not read (its default is the usual " ");
+- ``object_state``: the current revision of each object that has data;
+- ``blob_state``: a blob's bytes per revision (``bytea``);
+- with ``--all`` (history-preserving): ``object_history``, every other
+  revision, a revision without data (a deletion, an undone creation) as
+  zodb-pgjsonb's tombstone (empty class, NULL state), and ``pack_state``;
+- the ``zoid_seq`` sequence and the ``pgjsonb_schema_state`` table.
+
+The rows arrive with COPY in one transaction; keys, indexes and the commit
+trigger follow, as in a migration.  Blobs are streamed, in both directions,
+a chunk at a time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import IO, Any, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+
+import zodb_json_codec as codec
+from zodb_json_codec._jsonread import read_json
+
+from . import MAX_MESSAGE, CommandError, record_name, undecodable
+from .blobs import CHUNK, blob_option_hint, is_blob_record, source_blob, with_zodb_blob_class
+from .parallel import batched, map_records, ordered_map
+from .pg import COLUMNS, connect, first_line, import_psycopg, table_exists
+from .progress import Progress
+from .storage import NewStorage, Transaction, entries, new_storage, open_storage
+from .transactions import extension_from_pgjsonb, pgjsonb_extension, pgjsonb_text
+
+# zodb-pgjsonb's schema.py, its tables without their keys (added after the rows, as below).
+_TABLES = {
+    "transaction_log": """CREATE TABLE transaction_log (
+    tid BIGINT NOT NULL, username TEXT DEFAULT '', description TEXT DEFAULT '', extension BYTEA DEFAULT '',
+    status TEXT NOT NULL DEFAULT ' ')""",
+    "object_state": """CREATE TABLE object_state (
+    zoid BIGINT NOT NULL, tid BIGINT NOT NULL, class_mod TEXT NOT NULL, class_name TEXT NOT NULL,
+    state JSONB, state_size INTEGER NOT NULL, refs BIGINT[] NOT NULL DEFAULT '{}')""",
+    "blob_state": """CREATE TABLE blob_state (
+    zoid BIGINT NOT NULL, tid BIGINT NOT NULL, blob_size BIGINT NOT NULL, data BYTEA, s3_key TEXT)""",
+}
+_HISTORY_TABLES = {
+    "object_history": """CREATE TABLE object_history (
+    zoid BIGINT NOT NULL, tid BIGINT NOT NULL, class_mod TEXT NOT NULL, class_name TEXT NOT NULL,
+    state JSONB, state_size INTEGER NOT NULL, refs BIGINT[] NOT NULL DEFAULT '{}')""",
+    "pack_state": "CREATE TABLE pack_state (zoid BIGINT PRIMARY KEY, tid BIGINT NOT NULL)",
+}
+_SCHEMA_STATE = """CREATE TABLE pgjsonb_schema_state (
+    source text PRIMARY KEY, version text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"""
+_KEYS = [
+    "ALTER TABLE transaction_log ADD PRIMARY KEY (tid)",
+    "ALTER TABLE object_state ADD PRIMARY KEY (zoid)",
+    "ALTER TABLE object_state ADD FOREIGN KEY (tid) REFERENCES transaction_log(tid)",
+    "ALTER TABLE blob_state ADD PRIMARY KEY (zoid, tid)",
+    "CREATE INDEX idx_object_class ON object_state (class_mod, class_name)",
+    "CREATE INDEX idx_object_refs ON object_state USING gin (refs)",
+    "CREATE INDEX idx_object_state_tid_zoid ON object_state (tid, zoid)",
+]
+_HISTORY_KEYS = [
+    "ALTER TABLE object_history ADD PRIMARY KEY (zoid, tid)",
+    "CREATE INDEX idx_history_tid ON object_history (tid)",
+    "CREATE INDEX idx_history_zoid_tid ON object_history (zoid, tid DESC)",
+]
+# zodb-pgjsonb's invalidation trigger: a commit by one instance tells the others.
+_TRIGGER = [
+    """CREATE OR REPLACE FUNCTION notify_commit() RETURNS trigger AS $$
+BEGIN
+    PERFORM pg_notify('zodb_invalidations', NEW.tid::text);
+    RETURN NEW;
+END;
+$$ LANGUAGE plpgsql""",
+    """CREATE TRIGGER trg_notify_commit AFTER INSERT ON transaction_log
+    FOR EACH ROW EXECUTE FUNCTION notify_commit()""",
+]
+# zodb-pgjsonb sets LZ4 on these (PostgreSQL 14 and later); set before the rows, they are stored so.
+_LZ4 = [("object_state", "state"), ("object_history", "state"), ("blob_state", "data")]
+LAYOUT = (*_TABLES, *_HISTORY_TABLES, "pgjsonb_schema_state", "zoid_seq")
+
+_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+_TOMBSTONE = "\t\t\\N\t0\t{}\n"  # after zoid and tid: zodb-pgjsonb's row of a revision without data
+
+
+def _int8(value: bytes) -> int:
+    # Signed, as refs are (format.md): an oid at or above 2**63 is still a bigint.
+    return int.from_bytes(value, "big", signed=True)
+
+
+class Rows(NamedTuple):
+    """A batch's COPY text per table, and the blob revisions whose bytes follow."""
+    transactions: bytes
+    current: bytes
+    history: bytes
+    blobs: List[Tuple[bytes, bytes]]
+
+
+def _transaction_row(header: Transaction) -> str:
+    where = f"transaction {header.tid.hex()}"
+    user = pgjsonb_text(header.user, "user", where)
+    description = pgjsonb_text(header.description, "description", where)
+    extension = pgjsonb_extension(header.extension).hex()
+    return (f"{_int8(header.tid)}\t{user.translate(_COPY_ESCAPES)}\t{description.translate(_COPY_ESCAPES)}\t"
+            f"\\\\x{extension}\t{header.status.decode('latin-1')}\n")
+
+
+def layout_rows(batch: Sequence[Any]) -> Rows:
+    """COPY text of a batch of entries (a Transaction, or (oid, tid, data, current)); CommandError for a
+    record that cannot be decoded or metadata PostgreSQL cannot hold."""
+    transactions: List[str] = []
+    current: List[str] = []
+    history: List[str] = []
+    blobs: List[Tuple[bytes, bytes]] = []
+    for entry in batch:
+        if type(entry) is Transaction:
+            transactions.append(_transaction_row(entry))
+            continue
+        oid, tid, data, is_current = entry
+        keys = f"{_int8(oid)}\t{_int8(tid)}\t"
+        if not data:
+            history.append(keys + _TOMBSTONE)
+            continue
+        try:
+            module, name, state_json, refs = codec.decode_zodb_record_for_pg_json(data)
+        except Exception as exc:  # noqa: BLE001 - any failure to decode stops the export
+            raise CommandError(undecodable(oid, tid, exc)) from None
+        (current if is_current else history).append(
+            f"{keys}{module.translate(_COPY_ESCAPES)}\t{name.translate(_COPY_ESCAPES)}\t"
+            f"{state_json.translate(_COPY_ESCAPES)}\t{len(data)}\t{{{','.join(map(str, refs))}}}\n")
+        if is_blob_record(data):
+            blobs.append((oid, tid))
+
+    def text(rows: List[str]) -> bytes:
+        # surrogatepass: a lone surrogate in a class name reaches PostgreSQL, which refuses it with a message.
+        return "".join(rows).encode("utf-8", "surrogatepass")
+
+    return Rows(text(transactions), text(current), text(history), blobs)
+
+
+class _Copies:
+    """The export's COPY statements, one per batch and table."""
+
+    def __init__(self, conn: Any) -> None:
+        from psycopg import sql
+
+        self._conn = conn
+        self._sql = {
+            table: sql.SQL("COPY {} ({}) FROM STDIN").format(sql.Identifier(table), sql.SQL(", ").join(
+                map(sql.Identifier, columns)))
+            for table, columns in (
+                ("transaction_log", ("tid", "username", "description", "extension", "status")),
+                ("object_state", COLUMNS), ("object_history", COLUMNS),
+                ("blob_state", ("zoid", "tid", "blob_size", "data")))
+        }
+
+    def rows(self, table: str, text: bytes) -> None:
+        if text:
+            with self._conn.cursor().copy(self._sql[table]) as copy:
+                copy.write(text)
+
+    def blobs(self, storage: Any, found: List[Tuple[bytes, bytes]]) -> int:
+        """Stream each blob file into a blob_state row, as bytea's hex text, a chunk at a time."""
+        size_total = 0
+        with self._conn.cursor().copy(self._sql["blob_state"]) as copy:
+            for oid, tid in found:
+                path = source_blob(storage, oid, tid)
+                with open(path, "rb") as file:
+                    size = file.seek(0, 2)
+                    file.seek(0)
+                    copy.write(f"{_int8(oid)}\t{_int8(tid)}\t{size}\t\\\\x")
+                    for chunk in iter(lambda: file.read(CHUNK), b""):
+                        copy.write(chunk.hex())
+                    copy.write("\n")
+                size_total += size
+        return size_total
+
+
+def _entries(storage: Any, all_revisions: bool) -> Iterator[Any]:
+    """What the workers take: headers as they are, records as (oid, tid, data, current), with data and
+    position for the batching."""
+    for entry in entries(storage, all_revisions):
+        if type(entry) is Transaction:
+            yield _Item(entry.extension, entry.position, entry)
+        else:
+            yield _Item(entry.data, entry.position, (entry.oid, entry.tid, entry.data, entry.current))
+
+
+class _Item(NamedTuple):
+    data: bytes
+    position: float
+    entry: Any
+
+
+def _create(conn: Any, all_revisions: bool) -> None:
+    tables = {**_TABLES, **(_HISTORY_TABLES if all_revisions else {})}
+    for statement in tables.values():
+        conn.execute(statement)
+    (version,) = conn.execute("SHOW server_version_num").fetchone()
+    if int(version) >= 140000:
+        for table, column in _LZ4:
+            if table in tables:
+                with contextlib.suppress(Exception), conn.transaction():  # a server built without LZ4
+                    conn.execute(f"ALTER TABLE {table} ALTER COLUMN {column} SET COMPRESSION lz4")
+
+
+def _finish(conn: Any, all_revisions: bool) -> None:
+    for statement in _KEYS + (_HISTORY_KEYS if all_revisions else []) + _TRIGGER + [_SCHEMA_STATE]:
+        conn.execute(statement)
+    (top,) = conn.execute("SELECT COALESCE(MAX(zoid), 0) FROM object_state").fetchone()
+    conn.execute(f"CREATE SEQUENCE zoid_seq START WITH {int(top) + 1}")
+
+
+def export_layout(source: Optional[str], *, dsn: str, out: IO[str], err: IO[str], all_revisions: bool = False,
+                  blob_dir: Optional[str] = None, no_blobs: bool = False, jobs: int = 1) -> int:
+    """Copy the FileStorage source into zodb-pgjsonb's tables of a database that has none of them yet."""
+    psycopg = import_psycopg()
+    if blob_dir is not None and no_blobs:
+        raise CommandError("give --blob-dir or --no-blobs, not both")
+    progress = Progress("pg-export", err)
+    counts = {"transactions": 0, "current": 0, "history": 0, "blobs": 0, "blob_bytes": 0, "left_out": 0}
+    with open_storage(source, blob_dir) as storage, connect(dsn) as conn:
+        found = [name for name in LAYOUT if table_exists(conn, name)]
+        if found:
+            raise CommandError(f"the database already has {', '.join(found)}: pg-export writes zodb-pgjsonb's "
+                               "tables into a database (or a schema: search_path in the DSN) that has none of them")
+        try:
+            with conn.transaction():
+                _create(conn, all_revisions)
+                copies = _Copies(conn)
+                items = _entries(storage, all_revisions)
+                for rows in map_records(items, layout_rows, jobs, progress, prepare=lambda item: item.entry,
+                                        counted=lambda item: type(item.entry) is not Transaction):
+                    copies.rows("transaction_log", rows.transactions)
+                    copies.rows("object_state", rows.current)
+                    copies.rows("object_history", rows.history)
+                    counts["transactions"] += rows.transactions.count(b"\n")
+                    counts["current"] += rows.current.count(b"\n")
+                    counts["history"] += rows.history.count(b"\n")
+                    if rows.blobs:
+                        if no_blobs:
+                            counts["left_out"] += len(rows.blobs)
+                        elif blob_dir is None:
+                            raise CommandError(blob_option_hint(source))
+                        else:
+                            counts["blob_bytes"] += copies.blobs(storage, rows.blobs)
+                            counts["blobs"] += len(rows.blobs)
+                _finish(conn, all_revisions)
+        except psycopg.Error as exc:
+            raise CommandError(f"PostgreSQL refused the export, nothing was written: {first_line(exc)}") from None
+        finally:
+            progress.close()
+    history = f", {counts['history']} earlier revisions into object_history" if all_revisions else ""
+    print(f"pg-export: {counts['current']} objects into object_state{history}, {counts['transactions']} "
+          f"transactions into transaction_log, {counts['blobs']} blobs ({counts['blob_bytes']} bytes) into "
+          "blob_state", file=out)
+    if counts["left_out"]:
+        print(f"pg-export: {counts['left_out']} blob records, their files left out (--no-blobs)", file=err)
+    return 0
+
+
+# --- pg-import -------------------------------------------------------------------------------------------
+
+class _Revision(NamedTuple):
+    oid: bytes
+    tid: bytes
+    data: Optional[bytes]  # None: a revision without data
+    blob: bool
+
+
+def _revision(row: Sequence[Any]) -> _Revision:
+    """The record of an object_state or object_history row (zoid, tid, class_mod, class_name, state text)."""
+    zoid, tid, module, name, state_text = row
+    oid, tid_bytes = zoid.to_bytes(8, "big", signed=True), tid.to_bytes(8, "big", signed=True)
+    if state_text is None:
+        if module or name:
+            raise CommandError(f"zoid {zoid} tid {tid}: state is NULL, but the row is not a tombstone "
+                               "(its class is not empty)")
+        return _Revision(oid, tid_bytes, None, False)
+    try:
+        data = codec.encode_zodb_record({"@cls": [module, name], "@s": read_json(state_text)})
+    except ValueError as exc:
+        raise CommandError(f"zoid {zoid} tid {tid}: cannot encode the state: {exc}"[:MAX_MESSAGE]) from None
+    blob = (module, name) == ("ZODB.blob", "Blob")
+    if blob:
+        data = with_zodb_blob_class(data)
+    return _Revision(oid, tid_bytes, data, blob)
+
+
+def revisions(batch: Sequence[Sequence[Any]]) -> List[_Revision]:
+    return [_revision(row) for row in batch]
+
+
+def _header(row: Sequence[Any]) -> Transaction:
+    tid, user, description, extension, status = row
+    where = f"transaction tid {tid}"
+    if status not in (" ", "p"):
+        raise CommandError(f"{where}: status must be \" \" or \"p\", not {status!r}"[:MAX_MESSAGE])
+    return Transaction(tid.to_bytes(8, "big", signed=True), status.encode("latin-1"),
+                       (user or "").encode("utf-8"), (description or "").encode("utf-8"),
+                       extension_from_pgjsonb(bytes(extension or b""), where), 0.0)
+
+
+class _Blobs:
+    """blob_state's rows, each streamed into a file for the new storage."""
+
+    def __init__(self, conn: Any, present: bool, blob_dir: Optional[str], no_blobs: bool) -> None:
+        self._conn = conn
+        self._present = present
+        self._blob_dir = blob_dir
+        self._no_blobs = no_blobs
+        self.copied = 0
+        self.left_out = 0
+
+    def fetch(self, revision: _Revision, target: NewStorage) -> Optional[str]:
+        """A file holding the revision's blob (None with --no-blobs); CommandError if it has none."""
+        where = record_name(revision.oid, revision.tid)
+        if self._no_blobs:
+            self.left_out += 1
+            return None
+        if self._blob_dir is None:
+            raise CommandError("the database holds blob records: give --blob-dir DIR (the blob directory to "
+                               "create for the new FileStorage), or --no-blobs to leave the blobs out")
+        keys = (_int8(revision.oid), _int8(revision.tid))
+        found = self._conn.execute(
+            "SELECT blob_size, data IS NULL, s3_key FROM blob_state WHERE zoid = %s AND tid = %s", keys,
+        ).fetchone() if self._present else None
+        if found is None:
+            raise CommandError(f"{where}: a Blob without its row in blob_state")
+        size, no_data, s3_key = found
+        if no_data:
+            raise CommandError(f"{where}: its blob is kept outside PostgreSQL ({s3_key!r}); pg-import reads "
+                               "blob_state's data only"[:MAX_MESSAGE])
+        path = target.incoming_blob()
+        with open(path, "wb") as file:
+            for start in range(1, size + 1, CHUNK):
+                (chunk,) = self._conn.execute("SELECT substring(data FROM %s FOR %s) FROM blob_state "
+                                              "WHERE zoid = %s AND tid = %s", (start, CHUNK, *keys)).fetchone()
+                file.write(chunk)
+            written = file.tell()
+        if written != size:
+            raise CommandError(f"{where}: blob_state says {size} bytes, its data has {written}")
+        self.copied += 1
+        return path
+
+
+_REVISIONS = """SELECT zoid, tid, class_mod, class_name, state::text FROM object_state
+{history} ORDER BY tid, zoid"""
+# Earlier zodb-pgjsonb versions also kept the current revision in object_history: it is read once.
+_HISTORY = """UNION ALL SELECT h.zoid, h.tid, h.class_mod, h.class_name, h.state::text FROM object_history h
+WHERE NOT EXISTS (SELECT 1 FROM object_state s WHERE s.zoid = h.zoid AND s.tid = h.tid)"""
+
+
+def _columns(conn: Any, table: str) -> List[str]:
+    rows = conn.execute("SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attnum > 0 "
+                        "AND NOT attisdropped", (table,)).fetchall()
+    return [name for (name,) in rows]
+
+
+def import_layout(target: str, *, dsn: str, out: IO[str], err: IO[str], blob_dir: Optional[str] = None,
+                  no_blobs: bool = False, jobs: int = 1) -> int:
+    """Write the transactions and revisions of zodb-pgjsonb's tables (history included, where kept) into a
+    new FileStorage at target, with their blobs in the new blob_dir."""
+    psycopg = import_psycopg()
+    if blob_dir is not None and no_blobs:
+        raise CommandError("give --blob-dir or --no-blobs, not both")
+    progress = Progress("pg-import", err)
+    with new_storage(target, blob_dir) as storage, connect(dsn) as conn:
+        try:
+            missing = [name for name in ("transaction_log", "object_state") if not table_exists(conn, name)]
+            if missing:
+                raise CommandError(f"no table {' or '.join(missing)} in the database: not zodb-pgjsonb's layout "
+                                   "(give --table for a table pg-export --table wrote)")
+            history = table_exists(conn, "object_history")
+            status = "status" if "status" in _columns(conn, "transaction_log") else "' '"
+            blobs = _Blobs(conn, table_exists(conn, "blob_state"), blob_dir, no_blobs)
+            (total,) = conn.execute("SELECT count(*) FROM object_state").fetchone()
+            if history:
+                total += conn.execute("SELECT count(*) FROM object_history").fetchone()[0]
+            with conn.transaction():  # named (server-side) cursors live in a transaction
+                headers = conn.cursor(name="zodb_json_codec_transactions")
+                headers.itersize = 2000
+                headers.execute(f"SELECT tid, username, description, extension, {status} FROM transaction_log "
+                                "ORDER BY tid")
+                rows = conn.cursor(name="zodb_json_codec_revisions")
+                rows.itersize = 500  # rows of a few KB: enough per round trip, little memory
+                rows.execute(_REVISIONS.format(history=_HISTORY if history else ""))
+                _write(storage, map(_header, headers), ordered_map(
+                    revisions, batched(rows, lambda row: len(row[4] or "")), jobs), blobs, progress, total)
+                rows.close()
+                headers.close()
+        except psycopg.Error as exc:
+            raise CommandError(f"cannot read zodb-pgjsonb's tables: {first_line(exc)}") from None
+        finally:
+            progress.close()
+    print(f"pg-import: {storage.records} records in {storage.transactions} transactions, {storage.blobs} blobs "
+          f"into {target}", file=out)
+    if blobs.left_out:
+        print(f"pg-import: {blobs.left_out} blob records, their files left out (--no-blobs)", file=err)
+    return 0
+
+
+def _write(storage: NewStorage, headers: Iterator[Transaction], batches: Iterator[List[_Revision]], blobs: _Blobs,
+           progress: Progress, total: int) -> None:
+    """Each transaction of the log (also one without revisions) with its revisions, in tid order."""
+    header = next(headers, None)
+    for batch in batches:
+        for revision in batch:
+            while header is not None and header.tid <= revision.tid:
+                storage.transaction(header, f"transaction {header.tid.hex()}")
+                header = next(headers, None)
+            where = record_name(revision.oid, revision.tid)
+            path = blobs.fetch(revision, storage) if revision.blob else None
+            storage.add(revision.oid, revision.tid, revision.data, where, blob=path)
+        progress.update(storage.records, storage.records / max(total, 1))
+    while header is not None:
+        storage.transaction(header, f"transaction {header.tid.hex()}")
+        header = next(headers, None)
