@@ -30,7 +30,7 @@ from zodb_json_codec._jsonread import read_json
 from . import MAX_MESSAGE, CommandError, record_name, undecodable
 from .blobs import CHUNK, blob_option_hint, is_blob_record, source_blob, with_zodb_blob_class
 from .parallel import batched, map_records, ordered_map
-from .pg import COLUMNS, connect, first_line, import_psycopg, table_exists
+from .pg import COLUMNS, connect, copy_text, first_line, import_psycopg, table_exists
 from .progress import Progress
 from .storage import NewStorage, Transaction, entries, new_storage, open_storage
 from .transactions import extension_from_pgjsonb, pgjsonb_extension, pgjsonb_text
@@ -83,7 +83,6 @@ $$ LANGUAGE plpgsql""",
 _LZ4 = [("object_state", "state"), ("object_history", "state"), ("blob_state", "data")]
 LAYOUT = (*_TABLES, *_HISTORY_TABLES, "pgjsonb_schema_state", "zoid_seq")
 
-_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 _TOMBSTONE = "\t\t\\N\t0\t{}\n"  # after zoid and tid: zodb-pgjsonb's row of a revision without data
 
 
@@ -105,7 +104,7 @@ def _transaction_row(header: Transaction) -> str:
     user = pgjsonb_text(header.user, "user", where)
     description = pgjsonb_text(header.description, "description", where)
     extension = pgjsonb_extension(header.extension).hex()
-    return (f"{_int8(header.tid)}\t{user.translate(_COPY_ESCAPES)}\t{description.translate(_COPY_ESCAPES)}\t"
+    return (f"{_int8(header.tid)}\t{copy_text(user)}\t{copy_text(description)}\t"
             f"\\\\x{extension}\t{header.status.decode('latin-1')}\n")
 
 
@@ -130,8 +129,8 @@ def layout_rows(batch: Sequence[Any]) -> Rows:
         except Exception as exc:  # noqa: BLE001 - any failure to decode stops the export
             raise CommandError(undecodable(oid, tid, exc)) from None
         (current if is_current else history).append(
-            f"{keys}{module.translate(_COPY_ESCAPES)}\t{name.translate(_COPY_ESCAPES)}\t"
-            f"{state_json.translate(_COPY_ESCAPES)}\t{len(data)}\t{{{','.join(map(str, refs))}}}\n")
+            f"{keys}{copy_text(module)}\t{copy_text(name)}\t{copy_text(state_json)}\t{len(data)}\t"
+            f"{{{','.join(map(str, refs))}}}\n")
         if is_blob_record(data):
             blobs.append((oid, tid))
 
