@@ -172,6 +172,17 @@ def cli(*args: str, stdin: Optional[bytes] = None, stderr: Optional[int] = None,
     return proc
 
 
+def fresh_database(pg_dsn: str, name: str) -> str:
+    """The DSN of a new, empty database of the throwaway PostgreSQL (zodb-pgjsonb's tables have fixed names)."""
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return make_conninfo(pg_dsn, dbname=name)
+
+
 def _large_texts() -> List[str]:
     """Long strings of the kinds Plone pages hold, and of the kinds PostgreSQL cannot store."""
     prose = "Grüße, Ελληνικά, русский, 中文テキスト, emoji 😀 and plain ASCII words. "

@@ -19,7 +19,7 @@ from typing import Dict, List, Optional, Tuple
 import pytest
 
 import corpus
-from helpers import cli
+from helpers import cli, fresh_database
 from zodb_json_codec._db.fidelity import load_record, same
 
 from ZODB.FileStorage import FileStorage
@@ -600,6 +600,39 @@ def test_ctrl_c_stops_cleanly(corpora, tmp_path):
     assert stderr.decode() == "zodb-json-codec load: interrupted; nothing half-written was kept\n"
     assert not out.exists()
     assert_nothing_left(tmp_path)
+
+
+def test_ctrl_c_in_pg_export_leaves_no_table(corpora, pg_dsn):
+    """pg-export fills a staging schema of its own (every worker over its own connection) and moves the
+    tables into place at the end: Ctrl-C in the middle drops the staging schema, and nothing is left."""
+    import signal
+    import time
+
+    import psycopg
+
+    dsn = fresh_database(pg_dsn, "interrupted")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "zodb_json_codec", "pg-export", str(corpora["wikipedia"]), "--dsn", dsn, "--all",
+         "--jobs", "2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as test_ctrl_c_stops_cleanly
+    )
+    rows_in_staging = "SELECT count(*) FROM pg_stat_user_tables WHERE schemaname LIKE 'zodb_json_codec_export_%%' " \
+        "AND n_tup_ins > 0"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        deadline = time.monotonic() + 60
+        while conn.execute(rows_in_staging).fetchone()[0] == 0 and proc.poll() is None:
+            assert time.monotonic() < deadline, "no rows arrived in a minute"
+            time.sleep(0.05)
+        assert proc.poll() is None, "the export ended before it could be interrupted"
+        os.killpg(proc.pid, signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == 130, (proc.returncode, stderr)
+        assert stderr.decode() == "zodb-json-codec pg-export: interrupted; nothing half-written was kept\n"
+        left = conn.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'zodb_json_codec%%' UNION ALL "
+                            "SELECT relname FROM pg_class JOIN pg_namespace n ON n.oid = relnamespace "
+                            "WHERE nspname = 'public'").fetchall()
+        assert left == []
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full to simulate a full disk")

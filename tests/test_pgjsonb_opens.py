@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import cli
-from test_whole_copies import DELETED, UNDONE, fresh_database, oid, ok, site  # noqa: F401 - site: the fixture
+from helpers import cli, fresh_database
+from test_whole_copies import DELETED, UNDONE, oid, ok, site  # noqa: F401 - site: the fixture
 
 if (3, 12) <= sys.version_info < (3, 14):  # where the test extra installs it: a failure to import fails
     import zodb_pgjsonb  # noqa: F401

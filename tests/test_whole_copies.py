@@ -18,7 +18,7 @@ from typing import Dict, List
 
 import pytest
 
-from helpers import cli
+from helpers import cli, fresh_database
 from test_db_commands import ok, refused  # the one-line refusal checked as there
 
 from ZODB.FileStorage import FileStorage
@@ -160,17 +160,6 @@ def test_a_dump_and_load_copy_carries_blobs_metadata_and_absences(site, tmp_path
     assert header["user"] == "/acl_users alice" and header["extension"] == {"request_path": "/site/++add++File"}
     deleted = {"oid": oid(DELETED).hex(), "tid": lines[-1]["tid"], "deleted": True}
     assert (deleted == lines[-1]) == all_revisions  # a current copy leaves out what has no current data
-
-
-def fresh_database(pg_dsn: str, name: str) -> str:
-    """The DSN of a new, empty database of the throwaway PostgreSQL (zodb-pgjsonb's tables have fixed names)."""
-    import psycopg
-    from psycopg.conninfo import make_conninfo
-
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return make_conninfo(pg_dsn, dbname=name)
 
 
 def copy_by_pg(site, tmp_path: Path, dsn: str, *options: str) -> Dict[str, Path]:

@@ -14,15 +14,18 @@ so that its ``PGJsonbStorage`` opened on the database serves the copy:
   zodb-pgjsonb's tombstone (empty class, NULL state), and ``pack_state``;
 - the ``zoid_seq`` sequence and the ``pgjsonb_schema_state`` table.
 
-The rows arrive with COPY in one transaction; keys, indexes and the commit
-trigger follow, as in a migration.  Blobs are streamed, in both directions,
-a chunk at a time.
+The rows arrive with COPY in a staging schema, from every worker over its own
+connection; keys and indexes follow, and one transaction moves the tables into
+place with the trigger and the sequence (export_layout).  Blobs are streamed,
+in both directions, a chunk at a time.
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import IO, Any, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+import os
+import secrets
+from typing import IO, Any, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import zodb_json_codec as codec
 from zodb_json_codec._jsonread import read_json
@@ -35,7 +38,8 @@ from .progress import Progress
 from .storage import NewStorage, Transaction, entries, new_storage, open_storage
 from .transactions import extension_from_pgjsonb, pgjsonb_extension, pgjsonb_text
 
-# zodb-pgjsonb's schema.py, its tables without their keys (added after the rows, as below).
+# zodb-pgjsonb's schema.py, its tables without their keys (added after the rows, as below: the names
+# PostgreSQL gives the keys are the same).
 _TABLES = {
     "transaction_log": """CREATE TABLE transaction_log (
     tid BIGINT NOT NULL, username TEXT DEFAULT '', description TEXT DEFAULT '', extension BYTEA DEFAULT '',
@@ -142,14 +146,14 @@ def layout_rows(batch: Sequence[Any]) -> Rows:
 
 
 class _Copies:
-    """The export's COPY statements, one per batch and table."""
+    """The export's COPY statements into the staging schema, one per batch and table."""
 
-    def __init__(self, conn: Any) -> None:
+    def __init__(self, conn: Any, schema: str) -> None:
         from psycopg import sql
 
         self._conn = conn
         self._sql = {
-            table: sql.SQL("COPY {} ({}) FROM STDIN").format(sql.Identifier(table), sql.SQL(", ").join(
+            table: sql.SQL("COPY {} ({}) FROM STDIN").format(sql.Identifier(schema, table), sql.SQL(", ").join(
                 map(sql.Identifier, columns)))
             for table, columns in (
                 ("transaction_log", ("tid", "username", "description", "extension", "status")),
@@ -179,6 +183,51 @@ class _Copies:
         return size_total
 
 
+# Each worker (or, with --jobs 1, this process) COPYs the rows it makes over a connection of its own, so
+# PostgreSQL reads them in as many backends as there are workers.
+_copier: Optional[Tuple[Any, _Copies]] = None
+
+
+def start_copier(dsn: str, schema: str) -> None:
+    global _copier
+    psycopg = import_psycopg()
+    try:
+        conn = psycopg.connect(dsn, autocommit=True)
+    except psycopg.Error as exc:
+        raise CommandError(f"cannot connect to PostgreSQL: {first_line(exc)}") from None
+    _copier = conn, _Copies(conn, schema)
+
+
+def stop_copier() -> None:
+    global _copier
+    if _copier is not None:
+        _copier[0].close()
+        _copier = None
+
+
+class Copied(NamedTuple):
+    """What a worker wrote of a batch: rows per table, and the blob revisions whose bytes follow."""
+    transactions: int
+    current: int
+    history: int
+    blobs: List[Tuple[bytes, bytes]]
+
+
+def copy_batch(batch: Sequence[Any]) -> Copied:
+    """The rows of a batch, written into the staging tables by this process's copier."""
+    assert _copier is not None
+    rows = layout_rows(batch)
+    copies = _copier[1]
+    try:
+        copies.rows("transaction_log", rows.transactions)
+        copies.rows("object_state", rows.current)
+        copies.rows("object_history", rows.history)
+    except import_psycopg().Error as exc:
+        raise CommandError(f"PostgreSQL refused the export, nothing was written: {first_line(exc)}") from None
+    return Copied(rows.transactions.count(b"\n"), rows.current.count(b"\n"), rows.history.count(b"\n"),
+                  rows.blobs)
+
+
 def _entries(storage: Any, all_revisions: bool) -> Iterator[Any]:
     """What the workers take: headers as they are, records as (oid, tid, data, current), with data and
     position for the batching."""
@@ -195,20 +244,37 @@ class _Item(NamedTuple):
     entry: Any
 
 
-def _create(conn: Any, all_revisions: bool) -> None:
+def _in_schema(conn: Any, schema: str, statements: Iterable[str]) -> None:
+    """Run statements with unqualified names meaning schema's."""
+    from psycopg import sql
+
+    with conn.transaction():
+        conn.execute(sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(schema)))
+        for statement in statements:
+            conn.execute(statement)
+
+
+def _create(conn: Any, schema: str, all_revisions: bool) -> None:
     tables = {**_TABLES, **(_HISTORY_TABLES if all_revisions else {})}
-    for statement in tables.values():
-        conn.execute(statement)
+    _in_schema(conn, schema, tables.values())
     (version,) = conn.execute("SHOW server_version_num").fetchone()
     if int(version) >= 140000:
         for table, column in _LZ4:
             if table in tables:
-                with contextlib.suppress(Exception), conn.transaction():  # a server built without LZ4
-                    conn.execute(f"ALTER TABLE {table} ALTER COLUMN {column} SET COMPRESSION lz4")
+                with contextlib.suppress(Exception):  # a server built without LZ4
+                    _in_schema(conn, schema, [f"ALTER TABLE {table} ALTER COLUMN {column} SET COMPRESSION lz4"])
 
 
-def _finish(conn: Any, all_revisions: bool) -> None:
-    for statement in _KEYS + (_HISTORY_KEYS if all_revisions else []) + _TRIGGER + [_SCHEMA_STATE]:
+def _move(conn: Any, staging: str, target: str, all_revisions: bool) -> None:
+    """The staging schema's tables (their rows, keys and indexes) into target, with the rest of the layout;
+    in the caller's transaction."""
+    from psycopg import sql
+
+    for table in (*_TABLES, *(_HISTORY_TABLES if all_revisions else ())):
+        conn.execute(sql.SQL("ALTER TABLE {} SET SCHEMA {}").format(sql.Identifier(staging, table),
+                                                                   sql.Identifier(target)))
+    conn.execute(sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(target)))
+    for statement in _TRIGGER + [_SCHEMA_STATE]:
         conn.execute(statement)
     (top,) = conn.execute("SELECT COALESCE(MAX(zoid), 0) FROM object_state").fetchone()
     conn.execute(f"CREATE SEQUENCE zoid_seq START WITH {int(top) + 1}")
@@ -216,8 +282,16 @@ def _finish(conn: Any, all_revisions: bool) -> None:
 
 def export_layout(source: Optional[str], *, dsn: str, out: IO[str], err: IO[str], all_revisions: bool = False,
                   blob_dir: Optional[str] = None, no_blobs: bool = False, jobs: int = 1) -> int:
-    """Copy the FileStorage source into zodb-pgjsonb's tables of a database that has none of them yet."""
+    """Copy the FileStorage source into zodb-pgjsonb's tables of a database (its first schema on the
+    search path) that has none of them yet.
+
+    The tables are filled in a staging schema of their own, by every worker over its own connection, and
+    moved into place, with the rest of the layout, in one transaction at the end: until then nobody sees
+    them, and on any failure (Ctrl-C too) the staging schema is dropped, so nothing is left.
+    """
     psycopg = import_psycopg()
+    from psycopg import sql
+
     if blob_dir is not None and no_blobs:
         raise CommandError("give --blob-dir or --no-blobs, not both")
     progress = Progress("pg-export", err)
@@ -227,28 +301,40 @@ def export_layout(source: Optional[str], *, dsn: str, out: IO[str], err: IO[str]
         if found:
             raise CommandError(f"the database already has {', '.join(found)}: pg-export writes zodb-pgjsonb's "
                                "tables into a database (or a schema: search_path in the DSN) that has none of them")
+        staging = f"zodb_json_codec_export_{os.getpid()}_{secrets.token_hex(4)}"
         try:
-            with conn.transaction():
-                _create(conn, all_revisions)
-                copies = _Copies(conn)
+            (target,) = conn.execute("SELECT current_schema()").fetchone()
+            if target is None:
+                raise CommandError("no schema to write into: the DSN's search_path names none that exists")
+            conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(staging)))
+            try:
+                _create(conn, staging, all_revisions)
+                copies = _Copies(conn, staging)
                 items = _entries(storage, all_revisions)
-                for rows in map_records(items, layout_rows, jobs, progress, prepare=lambda item: item.entry,
-                                        counted=lambda item: type(item.entry) is not Transaction):
-                    copies.rows("transaction_log", rows.transactions)
-                    copies.rows("object_state", rows.current)
-                    copies.rows("object_history", rows.history)
-                    counts["transactions"] += rows.transactions.count(b"\n")
-                    counts["current"] += rows.current.count(b"\n")
-                    counts["history"] += rows.history.count(b"\n")
-                    if rows.blobs:
+                batches = map_records(items, copy_batch, jobs, progress, prepare=lambda item: item.entry,
+                                      counted=lambda item: type(item.entry) is not Transaction,
+                                      initializer=start_copier, initargs=(dsn, staging))
+                with contextlib.closing(batches):  # the workers and their connections gone before the drop
+                    for copied in batches:
+                        for key in ("transactions", "current", "history"):
+                            counts[key] += getattr(copied, key)
+                        if not copied.blobs:
+                            continue
                         if no_blobs:
-                            counts["left_out"] += len(rows.blobs)
+                            counts["left_out"] += len(copied.blobs)
                         elif blob_dir is None:
                             raise CommandError(blob_option_hint(source))
                         else:
-                            counts["blob_bytes"] += copies.blobs(storage, rows.blobs)
-                            counts["blobs"] += len(rows.blobs)
-                _finish(conn, all_revisions)
+                            counts["blob_bytes"] += copies.blobs(storage, copied.blobs)
+                            counts["blobs"] += len(copied.blobs)
+                stop_copier()
+                _in_schema(conn, staging, _KEYS + (_HISTORY_KEYS if all_revisions else []))
+                with conn.transaction():
+                    _move(conn, staging, target, all_revisions)
+            finally:
+                stop_copier()
+                with contextlib.suppress(psycopg.Error):
+                    conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(staging)))
         except psycopg.Error as exc:
             raise CommandError(f"PostgreSQL refused the export, nothing was written: {first_line(exc)}") from None
         finally:
