@@ -2,8 +2,8 @@
 
     python scripts/make_sample_db.py [OUT.fs]
 
-The commands ``zodb-json-codec dump`` and ``verify`` use it when given no
-path.  It holds only classes from persistent and BTrees and stdlib values, so
+The commands read it with ``--sample`` (``verify`` and ``stats`` also when given no
+path).  It holds only classes from persistent and BTrees and stdlib values, so
 it loads anywhere ZODB is installed: a PersistentMapping root, a
 PersistentList, an OOBTree big enough to split into buckets, an IIBTree, an
 OOSet, a Length, and the common value types (timezone-aware datetimes,

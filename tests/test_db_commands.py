@@ -11,6 +11,7 @@ import datetime
 import json
 import os
 import pty
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -433,21 +434,22 @@ def test_not_a_filestorage(command, tmp_path):
     assert f"cannot open {junk} as a FileStorage" in refused(command[0], str(junk), *command[1:])
 
 
-@pytest.mark.parametrize("command", READERS, ids=lambda c: c[0])
+@pytest.mark.parametrize("command", READERS[:3], ids=lambda c: c[0])
 def test_truncated_filestorage(command, corpora, tmp_path):
+    # A last transaction cut short is what a database being written looks like: read up to it, and said
+    # (tests/test_safe_commands.py has the rest).
     data = corpora["public"].read_bytes()
     cut = tmp_path / "cut.fs"
     cut.write_bytes(data[: len(data) - 100])
-    message = refused(command[0], str(cut), *command[1:])
-    assert f"{cut} is truncated or damaged" in message
+    proc = ok(command[0], str(cut), "--jobs", "1")
+    assert f"{cut}: its last transaction is incomplete (being written, or cut short): read up to byte" in proc.err
 
 
 def test_dump_output_is_written_whole_or_not_at_all(tmp_path, corpora):
     out = tmp_path / "out.jsonl"
-    data = corpora["public"].read_bytes()
-    cut = tmp_path / "cut.fs"
-    cut.write_bytes(data[:-100])
-    refused("dump", str(cut), "-o", str(out))
+    damaged = tmp_path / "damaged.fs"  # after the last transaction, a header that is no transaction being written
+    damaged.write_bytes(corpora["public"].read_bytes() + struct.pack(">8sQcHHH", b"\xff" * 8, 15, b" ", 0, 0, 0))
+    refused("dump", str(damaged), "-o", str(out))
     assert not out.exists()
     assert_nothing_left(tmp_path)
 

@@ -1,8 +1,8 @@
 """The ``zodb-json-codec`` command line: whole FileStorages to JSON Lines and PostgreSQL and back, with proof.
 
-Without a PATH the commands that read a FileStorage use a small sample
-database shipped in the package.  Reading FileStorages needs ZODB and
-PostgreSQL needs psycopg 3 (``pip install "zodb-json-codec[cli]"``); they
+The sample database shipped in the package is read with ``--sample``, or,
+by the commands that only read (verify, stats), when they are given no PATH.  Reading FileStorages needs ZODB and
+PostgreSQL needs psycopg 3 (this package's ``cli`` extra brings both); they
 are imported only when a command runs.  The work itself lives in ``_db``.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 from typing import IO, Any, Callable, Optional, Sequence
 
@@ -44,9 +45,30 @@ def _part(text: str) -> Part:
     return part
 
 
-def _add_path(p: argparse.ArgumentParser) -> None:
-    p.add_argument("path", nargs="?", metavar="PATH", help="a FileStorage (.fs), opened read-only "
-                   "(default: a small sample database shipped with the package)")
+def _add_path(p: argparse.ArgumentParser, writes: bool) -> None:
+    """PATH, and --sample for the sample database; a command that writes somewhere needs one of them."""
+    default = "" if writes else " (default: the sample database, said on standard error)"
+    p.add_argument("path", nargs="?", metavar="PATH", help=f"a FileStorage (.fs), opened read-only{default}")
+    p.add_argument("--sample", action="store_true",
+                   help="read the small sample database shipped with the package instead of PATH")
+    p.set_defaults(writes_elsewhere=writes)
+
+
+def _check_path(args: argparse.Namespace, err: IO[str]) -> None:
+    """The sample database only when asked for, or, for a command that only reads, when there is no PATH."""
+    if not hasattr(args, "sample"):
+        return
+    if args.sample and args.path is not None:
+        raise CommandError("give PATH or --sample, not both")
+    if args.path is not None or args.sample or getattr(args, "pg", None) is not None and args.command == "stats":
+        return
+    if args.writes_elsewhere:
+        raise CommandError("give the FileStorage to read (PATH), or --sample for the sample database "
+                           "shipped with the package")
+    from ._db import storage
+
+    storage.SAMPLE_NOTE = (f"zodb-json-codec {args.command}: no PATH given: reading the sample database "
+                           "shipped with the package")
 
 
 def _add_jobs(p: argparse.ArgumentParser) -> None:
@@ -108,8 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
         "for a revision without data; a blob's file copied to OUT.blobs and named by its record's line. "
         "Records the codec cannot decode are reported on standard error, and the exit status is 1.",
     )
-    _add_path(p)
+    _add_path(p, writes=True)
     p.add_argument("-o", "--output", metavar="OUT", help="write to OUT (complete or not at all) instead of standard output")
+    p.add_argument("--force", action="store_true", help="replace OUT if it exists (never the database itself)")
     _add_blob_options(p, "the database's blob directory (ZODB does not record it in the Data.fs): each blob "
                       "revision's file is copied to OUT.blobs")
     _add_scan_options(p, "")
@@ -135,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(zoid, tid, class_mod, class_name, state jsonb, state_size, refs bigint[]) for SQL analysis; "
         "with --part, each part adds its rows to a table shared by the parts.",
     )
-    _add_path(p)
+    _add_path(p, writes=True)
     _add_dsn(p)
     _add_blob_options(p, "the database's blob directory (ZODB does not record it in the Data.fs): each blob "
                       "revision's bytes go into blob_state")
@@ -174,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
         "must be in PATH. "
         "Exits 1 if any record is lost, different, missing or cannot be decoded.",
     )
-    _add_path(p)
+    _add_path(p, writes=False)
     check = p.add_mutually_exclusive_group()
     check.add_argument("--pg", metavar="DSN", help="also send every state through a jsonb column of this PostgreSQL")
     check.add_argument("--against", metavar="ORIGINAL", help="compare PATH, a copy (load, pg-import), with ORIGINAL")
@@ -193,7 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
         "refuses are listed (in a table the codec wrote, someone edited them). Exits 1 if standard refuses "
         "any record.",
     )
-    _add_path(p)
+    _add_path(p, writes=False)
     _add_scan_options(p, "")
     p.add_argument("--globals", action="store_true", help="the globals the records name, not the classes' sizes")
     p.add_argument("--pg", metavar="DSN", help="with --globals: read the rows of a jsonb table of this PostgreSQL")
@@ -211,7 +234,7 @@ def _dump(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
     out.flush()
     return dump(args.path, args.output, stdout=out.buffer, err=err, jobs=args.jobs, part=args.part,  # UTF-8 bytes
-                all_revisions=args.all_revisions, blob_dir=args.blob_dir, no_blobs=args.no_blobs)
+                all_revisions=args.all_revisions, blob_dir=args.blob_dir, no_blobs=args.no_blobs, force=args.force)
 
 
 def _load(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
@@ -281,6 +304,7 @@ def _stats(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
 def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     """Run the command the arguments name, through the handler its sub-parser bound."""
+    _check_path(args, err)
     return args.handler(args, out, err)
 
 
@@ -300,10 +324,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"{parser.prog} {args.command}: interrupted; nothing half-written was kept", file=err)
         return 130
     except BrokenPipeError:
-        # The reader went away (dump | head): stop quietly, as Unix tools do.
+        # The reader went away (dump | head): stop quietly with the status of a process SIGPIPE ended, as cat
+        # does (exit 1 would say the data has problems).
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-        return 1
+        return 128 + signal.SIGPIPE if hasattr(signal, "SIGPIPE") else 1
     except OSError as exc:  # a full disk, a file that cannot be written: one line, as any refusal
         print(f"{parser.prog} {args.command}: error: {exc}", file=err)
         return 2

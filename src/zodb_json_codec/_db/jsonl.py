@@ -185,8 +185,10 @@ def load_batch(batch: Iterable[Tuple[str, bytes]]) -> List[tuple]:
 
 
 @contextlib.contextmanager
-def _output(path: Optional[str], stdout: IO[bytes], before_replace: Any = None) -> Iterator[IO[bytes]]:
-    """stdout, or a file that replaces path only once it is complete (before_replace() called first)."""
+def _output(path: Optional[str], stdout: IO[bytes], before_replace: Any = None,
+            force: bool = False) -> Iterator[IO[bytes]]:
+    """stdout, or a file that appears at path only once it is complete (before_replace() called first);
+    it replaces a file already there only with force."""
     if path is None:
         yield stdout
         return
@@ -203,7 +205,15 @@ def _output(path: Optional[str], stdout: IO[bytes], before_replace: Any = None) 
             yield stream
         if before_replace is not None:
             before_replace()
-        os.replace(partial, path)
+        if force:
+            os.replace(partial, path)
+        else:
+            try:
+                os.link(partial, path)  # unlike rename, never replaces a file made meanwhile
+            except FileExistsError:
+                raise CommandError(f"{path} was created by someone else meanwhile; nothing written") from None
+            except OSError:  # no hard links on this file system
+                os.replace(partial, path)
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.remove(partial)
@@ -272,7 +282,7 @@ def _dump_items(storage: Any, found: Iterable[Any], blobs: Optional[_BlobsOut], 
 
 def dump(source: Optional[str], target: Optional[str], *, stdout: IO[bytes], err: IO[str], jobs: int = 1,
          part: Optional[Part] = None, all_revisions: bool = False, blob_dir: Optional[str] = None,
-         no_blobs: bool = False) -> int:
+         no_blobs: bool = False, force: bool = False) -> int:
     """Write the records of the FileStorage source as JSON Lines to target (None: stdout), with each
     transaction's metadata, the revisions without data, and the blob files beside target.
 
@@ -282,6 +292,11 @@ def dump(source: Optional[str], target: Optional[str], *, stdout: IO[bytes], err
         raise CommandError("give --blob-dir or --no-blobs, not both")
     if blob_dir is not None and target is None:
         raise CommandError("with --blob-dir, give -o OUT: the blob files are written beside it (OUT.blobs)")
+    if target is not None and os.path.lexists(target):
+        if source is not None and os.path.exists(source) and os.path.samefile(source, target):
+            raise CommandError(f"{target} is the database itself; give another -o")
+        if not force:
+            raise CommandError(f"{target} already exists; give --force to replace it, or another -o")
     failed = 0
     problems: List[str] = []
     counts = {"blobs": 0}
@@ -291,7 +306,8 @@ def dump(source: Optional[str], target: Optional[str], *, stdout: IO[bytes], err
         blobs = _BlobsOut(target) if blob_dir is not None and target is not None else None
         if blobs is not None:
             stack.callback(blobs.abort)  # after a rename, nothing is left to remove
-        out = stack.enter_context(_output(target, stdout, before_replace=blobs.finish if blobs else None))
+        out = stack.enter_context(_output(target, stdout, before_replace=blobs.finish if blobs else None,
+                                          force=force))
         try:
             items = _dump_items(storage, entries(storage, all_revisions, part), blobs, no_blobs, source, problems,
                                 counts)

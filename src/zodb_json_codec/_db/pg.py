@@ -44,7 +44,7 @@ def import_psycopg() -> Any:
     except ImportError as exc:
         raise CommandError(
             f"this command needs psycopg 3 to talk to PostgreSQL ({exc}); "
-            'install it with: pip install "zodb-json-codec[cli]"'
+            'install it with: pip install "psycopg[binary]" (or install this package with its cli extra)'
         ) from None
     return psycopg
 

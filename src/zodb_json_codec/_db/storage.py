@@ -6,8 +6,9 @@ import contextlib
 import os
 import shutil
 import struct
+import sys
 import tempfile
-from typing import Any, Iterator, NamedTuple, Optional, Tuple
+from typing import IO, Any, Iterator, NamedTuple, Optional, Tuple
 
 from . import CommandError
 
@@ -38,9 +39,13 @@ def import_zodb() -> Any:
     except ImportError as exc:
         raise CommandError(
             f"this command needs ZODB to read FileStorages ({exc}); "
-            'install it with: pip install "zodb-json-codec[cli]"'
+            "install it with: pip install ZODB (or install this package with its cli extra)"
         ) from None
     return FileStorage
+
+
+# Said on standard error when the sample database is opened for want of a PATH (the command line sets it).
+SAMPLE_NOTE: Optional[str] = None
 
 
 @contextlib.contextmanager
@@ -53,33 +58,57 @@ def sample_path() -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def open_storage(path: Optional[str], blob_dir: Optional[str] = None) -> Iterator[Any]:
+def open_storage(path: Optional[str], blob_dir: Optional[str] = None,
+                 err: Optional[IO[str]] = None) -> Iterator[Any]:
     """A read-only FileStorage of path (of the shipped sample when path is None), with its blobs in blob_dir;
-    CommandError if it cannot be read whole."""
+    CommandError if it cannot be read up to its last complete transaction (what follows is said on err)."""
     FileStorage = import_zodb()
     with contextlib.ExitStack() as stack:
         if path is None:
             path = stack.enter_context(sample_path())
+            if SAMPLE_NOTE:
+                print(SAMPLE_NOTE, file=err or sys.stderr)
         if not os.path.exists(path):
             raise CommandError(f"no such file: {path}")
         if not os.path.isfile(path):
             raise CommandError(f"not a file: {path}")
         if blob_dir is not None and not os.path.isdir(blob_dir):
             raise CommandError(f"no such blob directory: {blob_dir}")
+        if os.path.getsize(path) == 0:
+            raise CommandError(f"cannot open {path} as a FileStorage: the file is empty")
         try:
             storage = FileStorage(path, read_only=True, blob_dir=blob_dir)
         except Exception as exc:  # noqa: BLE001 - any reason the file cannot be read as a FileStorage
+            if type(exc).__name__ == "FileStorageFormatError":
+                raise CommandError(f"cannot open {path} as a FileStorage: it does not begin as one") from None
             raise CommandError(f"cannot open {path} as a FileStorage: {type(exc).__name__}: {exc}") from None
         stack.callback(storage.close)
-        # FileStorage opens a file whose last transaction is cut short and
-        # just ignores the rest: a database copied while being written, or
-        # truncated.  Reading it would silently lose those records.
-        size = os.path.getsize(path)
-        if storage.getSize() != size:
-            raise CommandError(
-                f"{path} is truncated or damaged: its transactions end at byte {storage.getSize()} of {size}"
-            )
+        _check_end(path, storage.getSize(), err)
         yield storage
+
+
+def _check_end(path: str, end: int, err: Optional[IO[str]]) -> None:
+    """FileStorage reads a file up to its last complete transaction and ignores the rest.  That rest is a
+    transaction being written (a database in use, as Zope leaves it while it commits; or a copy of one) or
+    damage.  The first is read as ZODB reads it, saying so; the second is refused: reading on would
+    silently lose the records after it."""
+    size = os.path.getsize(path)
+    if end == size:
+        return
+    with open(path, "rb") as file:
+        file.seek(end)
+        head = file.read(_TXN_HEADER.size)
+    if len(head) < _TXN_HEADER.size:
+        being_written = True  # not even a whole header yet
+    else:
+        _, length, status, *_ = _TXN_HEADER.unpack(head)
+        # Status "c": FileStorage's mark of a transaction whose commit has not finished.
+        being_written = status == b"c" or end + length + 8 > size
+    if not being_written:
+        raise CommandError(f"{path} is damaged: its transactions end at byte {end} of {size}, and what follows "
+                           "is not a transaction being written")
+    print(f"zodb-json-codec: {path}: its last transaction is incomplete (being written, or cut short): read "
+          f"up to byte {end}, the last {size - end} bytes left unread, as ZODB reads it", file=err or sys.stderr)
 
 
 def in_part(oid: bytes, part: Optional[Part]) -> bool:

@@ -1,0 +1,113 @@
+"""Commands that cannot hurt: what a user's first hour with the command line met, each a test.
+
+An existing output file is refused unless --force, and the database itself
+always; commands that write somewhere need a PATH (the sample database only
+with --sample; the commands that only read say when they use it); a closed
+pipe ends a command quietly; a database whose last transaction is being
+written is read up to it, as ZODB and repozo read it, and a file that is
+empty or no FileStorage says so in one line.
+"""
+
+from __future__ import annotations
+
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import corpus
+from test_db_commands import ok, refused
+
+SAMPLE_NOTE = "no PATH given: reading the sample database shipped with the package\n"
+
+
+@pytest.fixture(scope="module")
+def public(tmp_path_factory) -> Path:
+    return corpus.storage_path("public", tmp_path_factory.mktemp("public"))
+
+
+def test_dump_never_overwrites_what_it_was_not_asked_to(public, tmp_path):
+    out = tmp_path / "out.jsonl"
+    out.write_text("keep me\n")
+    err = refused("dump", str(public), "-o", str(out))
+    assert "already exists; give --force to replace it" in err and out.read_text() == "keep me\n"
+    ok("dump", str(public), "-o", str(out), "--force", "--jobs", "1")
+    assert out.read_text().startswith('{"transaction"')
+    before = public.read_bytes()
+    for force in ([], ["--force"]):  # the database itself, whatever the options
+        err = refused("dump", str(public), "-o", str(public), *force)
+        assert "is the database itself" in err
+    assert public.read_bytes() == before
+
+
+@pytest.mark.parametrize("command", [["dump"], ["pg-export", "--dsn", "host=/nonexistent"]], ids=lambda c: c[0])
+def test_commands_that_write_need_a_path(command):
+    err = refused(*command)
+    assert "give the FileStorage to read (PATH), or --sample" in err
+
+
+def test_the_sample_only_when_asked_for_or_said():
+    proc = ok("dump", "--sample", "--jobs", "1")
+    assert proc.out.startswith('{"transaction"') and proc.err == ""
+    proc = ok("verify", "--jobs", "1")
+    assert proc.err == f"zodb-json-codec verify: {SAMPLE_NOTE}"
+    assert ok("stats", "--sample", "--jobs", "1").err == ""
+    assert "give PATH or --sample, not both" in refused("stats", "x.fs", "--sample")
+
+
+def test_a_closed_pipe_ends_dump_quietly(public):
+    # dump | head -1: the status of a process SIGPIPE ended (as cat's), nothing on standard error.
+    proc = subprocess.Popen([sys.executable, "-m", "zodb_json_codec", "dump", str(public), "--all", "--jobs", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read()
+    proc.stderr.close()
+    assert proc.wait(timeout=120) == 141, err
+    assert first.startswith(b'{"transaction"') and err == b""
+
+
+def _append_transaction_being_written(path: Path, whole: bool) -> int:
+    """Append the start of a transaction as FileStorage writes it while a commit runs; its size."""
+    tid = b"\xff" * 8
+    header = struct.pack(">8sQcHHH", tid, 200, b"c" if whole else b" ", 0, 0, 0)
+    tail = header + (b"\0" * 50 if whole else b"")  # a header marked "c", or one whose length runs past the end
+    with open(path, "ab") as file:
+        file.write(tail)
+    return len(tail)
+
+
+@pytest.mark.parametrize("marked", [True, False], ids=["status c", "cut short"])
+def test_a_database_being_written_is_read_up_to_its_last_transaction(public, tmp_path, marked):
+    live = tmp_path / "live.fs"
+    live.write_bytes(public.read_bytes())
+    unread = _append_transaction_being_written(live, marked)
+    want = ok("dump", str(public), "--all", "--jobs", "1").out
+    proc = ok("dump", str(live), "--all", "--jobs", "1")
+    assert proc.out == want
+    assert proc.err == (f"zodb-json-codec: {live}: its last transaction is incomplete (being written, or cut "
+                        f"short): read up to byte {public.stat().st_size}, the last {unread} bytes left unread, "
+                        "as ZODB reads it\n")
+    assert "0 lost" in ok("verify", str(live), "--jobs", "1").out
+
+
+def test_a_database_with_junk_after_its_last_transaction_is_refused(public, tmp_path):
+    damaged = tmp_path / "damaged.fs"
+    damaged.write_bytes(public.read_bytes() + struct.pack(">8sQcHHH", b"\xff" * 8, 15, b" ", 0, 0, 0))
+    err = refused("dump", str(damaged))
+    assert f"{damaged}" in err and ("is damaged" in err or "cannot open" in err), err
+
+
+@pytest.mark.parametrize("content, says", [(b"", "the file is empty"),
+                                           (b"not a FileStorage at all\n", "it does not begin as one")],
+                         ids=["empty", "not a FileStorage"])
+def test_an_empty_file_or_no_filestorage_says_so(tmp_path, content, says):
+    path = tmp_path / "x.fs"
+    path.write_bytes(content)
+    for command in ("dump", "verify", "stats"):
+        err = refused(command, str(path))
+        assert err == f"zodb-json-codec {command}: error: cannot open {path} as a FileStorage: {says}\n"
+    assert not (tmp_path / "x.fs.index").exists()
+
