@@ -111,3 +111,64 @@ def test_an_empty_file_or_no_filestorage_says_so(tmp_path, content, says):
         assert err == f"zodb-json-codec {command}: error: cannot open {path} as a FileStorage: {says}\n"
     assert not (tmp_path / "x.fs.index").exists()
 
+
+
+@pytest.fixture(scope="module")
+def wikipedia(tmp_path_factory) -> Path:
+    return corpus.storage_path("wikipedia", tmp_path_factory.mktemp("wikipedia"))
+
+
+def _command_script() -> str:
+    """The installed zodb-json-codec command (its entry point catches a Ctrl-C while the package imports)."""
+    script = Path(sys.executable).with_name("zodb-json-codec")
+    assert script.exists(), f"no {script}: install the package (pip install -e .)"
+    return str(script)
+
+
+@pytest.mark.parametrize("command", ["verify", "dump"])
+def test_ctrl_c_at_random_moments_ends_within_two_seconds(wikipedia, tmp_path, command):
+    # At random moments from Python's first twentieth of a second (before that, Python itself is starting:
+    # its own traceback) through worker start-up and work: exit 130, one line, within two seconds, nothing
+    # written.  The moments are printed on failure (seed).
+    import os
+    import random
+    import signal
+    import time
+
+    def args(out: Path) -> list:
+        return {"verify": ["verify", str(wikipedia)],
+                "dump": ["dump", str(wikipedia), "--all", "-o", str(out / "out.jsonl")]}[command] + ["--jobs", "2"]
+
+    started = time.monotonic()  # how long the whole command takes here: the moments fall within it
+    subprocess.run([_command_script(), *args(tmp_path)], capture_output=True, check=True)
+    whole = time.monotonic() - started
+    (tmp_path / "out.jsonl").unlink(missing_ok=True)
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+    interrupted = 0
+    for run in range(8):
+        out = tmp_path / f"run{run}"
+        out.mkdir()
+        proc = subprocess.Popen([_command_script(), *args(out)], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        moment = rng.uniform(0.05, max(0.1, 0.8 * whole))
+        time.sleep(moment)
+        sent = time.monotonic()
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            _, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
+        took = time.monotonic() - sent
+        where = f"seed {seed}, run {run}, Ctrl-C at {moment:.3f} s"
+        if proc.returncode == 0:
+            continue  # it had finished
+        interrupted += 1
+        assert proc.returncode == 130, (where, proc.returncode, err.decode()[-2000:])
+        assert err.decode().count("\n") == 1 and "interrupted; nothing" in err.decode(), (where, err.decode())
+        assert took < 2, (where, took)
+        assert list(out.iterdir()) == [], where
+    assert interrupted >= 4, f"seed {seed}: only {interrupted} of 8 runs were still going at Ctrl-C"

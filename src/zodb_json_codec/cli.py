@@ -309,6 +309,14 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # before a command ran, or after it
+        print("zodb-json-codec: interrupted; nothing half-written was kept", file=sys.stderr)
+        return 130
+
+
+def _main(argv: Optional[Sequence[str]]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     err = sys.stderr
