@@ -163,6 +163,19 @@ def build(path: str) -> Site:
             tm.commit()
 
             clock.now = TIMES[3].timestamp()
+            # In a folder a later transaction adds, so that the oids before it stay what docs/sql.md names:
+            # the other forms a zoned datetime takes (docs/sql.md, "Every datetime as a timestamptz"), a pytz
+            # zone made the usual wrong way (its LMT offset, +0:53), the hour a clock change repeats, a named
+            # fixed offset and pytz's FixedOffset.  (ZODB cannot store a zoneinfo zone: zodbpickle does not
+            # pickle ZoneInfo; tests/test_sql_howto.py checks that form with pickle's records.)
+            zones = top.add(Folder("zones", "Time zones", datetime(2023, 1, 5, tzinfo=UTC)))
+            berlin_zone = pytz.timezone("Europe/Berlin")
+            zones.add(Document("lmt", "Berlin by LMT", datetime(2024, 6, 1, 12, 0, tzinfo=berlin_zone)))
+            zones.add(Document("fall", "Night of the clock change",
+                               berlin_zone.localize(datetime(2024, 10, 27, 2, 30), is_dst=False)))
+            zones.add(Document("boston", "Call with Boston",
+                               datetime(2024, 2, 1, 15, 0, tzinfo=timezone(timedelta(hours=-5), "EST"))))
+            zones.add(Document("cairo", "Cairo office", datetime(2024, 2, 2, 9, 0, tzinfo=pytz.FixedOffset(120))))
             del news._tree["old"]  # the document stays in the database, reached by nothing
             ghost = Person("ghost", "Gone")  # stands for an object lost from the database
             ghost._p_oid = p64(MISSING_OID)
