@@ -10,7 +10,11 @@ datetime with an offset, naive, or with a pytz zone (not zoneinfo: ZODB's
 pickler cannot store a ZoneInfo); two documents also have Zope's
 ``DateTime`` as Plone's ``modification_date``, and documents an ``author``.
 The last transaction leaves a document that nothing references any more
-and a reference to an object that is not in the database.
+and a reference to an object that is not in the database, and adds a folder
+of datetimes in the other forms the codec writes (a pytz zone's LMT, a
+repeated hour, named and pytz fixed offsets), a document with a value of
+each kind JSON lacks (``FACTS``) and a file whose bytes are in a blob.
+Transactions have a user, a description and (one) an extension.
 
 Transaction times are fixed (the storage's clock is replaced while it is
 written), so the tids, and the times SQL reads from them, are known exactly.
@@ -22,7 +26,10 @@ import importlib
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
+from datetime import time as time_of_day
+from decimal import Decimal
+from uuid import UUID
 from typing import Dict, Iterator, List, Tuple
 
 import pytz
@@ -31,6 +38,7 @@ from BTrees.OOBTree import OOBTree
 from DateTime import DateTime
 from persistent import Persistent
 from ZODB import DB
+from ZODB.blob import Blob
 from ZODB.FileStorage import FileStorage
 from ZODB.utils import p64, u64
 
@@ -43,6 +51,13 @@ TIMES = [
     datetime(2024, 5, 2, 10, 0, tzinfo=UTC),
     datetime(2024, 5, 3, 11, 30, tzinfo=UTC),
 ]
+# The facts document's values, one of each kind JSON lacks (what the SQL of docs/sql.md gives back for it).
+FACTS = {
+    "day": date(2024, 5, 1), "opens": time_of_day(9, 30, 15, 500), "span": timedelta(days=-1, seconds=5, microseconds=7),
+    "price": Decimal("19.90"), "visitors": 2 ** 70, "uid": UUID("12345678-1234-5678-1234-567812345678"),
+    "tags": {"news", "plone"}, "size": (1920, 1080), "raw": b"\x00\xffab",
+}
+REPORT = b"%PDF-1.4 an annual report\n" * 1000  # the blob of the report
 ARCHIVE_SIZE = 40  # more than an OOBucket holds (30): the Archive's tree splits into buckets
 MISSING_OID = 1000  # a reference to an object that is not in the database (a POSKeyError)
 
@@ -69,6 +84,10 @@ class Folder(Content):
 
 class Document(Content):
     pass
+
+
+class File(Content):
+    """A file whose bytes are in a ZODB blob (``file``), like Plone's File."""
 
 
 class Person(Persistent):
@@ -119,10 +138,10 @@ def _zoid(obj: Persistent) -> int:
     return u64(obj._p_oid)
 
 
-def build(path: str) -> Site:
+def build(path: str, blob_dir: str) -> Site:
     site = Site()
     with _fixed_clock() as clock:
-        db = DB(FileStorage(path))  # transaction 0: the root PersistentMapping
+        db = DB(FileStorage(path, blob_dir=blob_dir))  # transaction 0: the root PersistentMapping
         try:
             tm = transaction.TransactionManager()
             conn = db.open(tm)
@@ -155,11 +174,15 @@ def build(path: str) -> Site:
                 archive.add(Document(f"doc-{n:02d}", f"Archived {n:02d}", created))
             root["site"] = top
             root["users"] = users
-            tm.get().note("site")
+            tm.get().setUser("admin", "/acl_users")
+            tm.get().note("/site: created")
             tm.commit()
 
             clock.now = TIMES[2].timestamp()
             hello.title = "Hello World"
+            tm.get().setUser("alice", "/acl_users")
+            tm.get().note("/site/news/hello/edit")
+            tm.get().setExtendedInfo("request_method", "POST")
             tm.commit()
 
             clock.now = TIMES[3].timestamp()
@@ -176,6 +199,13 @@ def build(path: str) -> Site:
             zones.add(Document("boston", "Call with Boston",
                                datetime(2024, 2, 1, 15, 0, tzinfo=timezone(timedelta(hours=-5), "EST"))))
             zones.add(Document("cairo", "Cairo office", datetime(2024, 2, 2, 9, 0, tzinfo=pytz.FixedOffset(120))))
+            # A value of each kind JSON lacks (docs/sql.md, "Every marker as SQL"), and a file in a blob.
+            facts = top.add(Document("facts", "Facts and figures", datetime(2024, 5, 3, tzinfo=UTC), **FACTS))
+            report = top.add(File("report", "Annual report", datetime(2024, 5, 3, 1, 0, tzinfo=UTC), file=Blob()))
+            with report.file.open("w") as f:
+                f.write(REPORT)
+            tm.get().setUser("bob", "/acl_users")
+            tm.get().note("Clean-up: old news unlinked; time zones, facts and the report added")
             del news._tree["old"]  # the document stays in the database, reached by nothing
             ghost = Person("ghost", "Gone")  # stands for an object lost from the database
             ghost._p_oid = p64(MISSING_OID)
@@ -185,7 +215,8 @@ def build(path: str) -> Site:
 
             names = dict(users=users, alice=alice, bob=bob, site=top, news=news, hello=hello, launch=launch,
                          note=note, old=old, about=about, events=events, berlin=berlin, newyork=newyork,
-                         archive=archive, news_tree=news._tree, archive_tree=archive._tree)
+                         archive=archive, news_tree=news._tree, archive_tree=archive._tree, facts=facts,
+                         report=report, report_blob=report.file)
             site.zoids = {name: _zoid(obj) for name, obj in names.items()}
 
             found: Dict[str, Content] = {}

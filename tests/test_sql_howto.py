@@ -139,6 +139,7 @@ class Exported:
     runs: List[Tuple[Command, subprocess.CompletedProcess]]
     revisions: int     # record revisions with data, as ZODB's iterator gives them
     transactions: int
+    path: Path         # the FileStorage
 
     @property
     def z(self) -> Dict[str, int]:
@@ -176,6 +177,7 @@ def run_export(argv: List[str], path: Path, dsn: str) -> subprocess.CompletedPro
     assert args[0] == "pg-export" and args[1].endswith(".fs"), args
     args[1] = str(path)
     args[args.index("--dsn") + 1] = dsn
+    args[args.index("--blob-dir") + 1] = str(path.parent / "blobs")
     return subprocess.run([sys.executable, "-m", "zodb_json_codec", *args, "--jobs", "1"],
                           capture_output=True, text=True, encoding="utf-8", timeout=300)
 
@@ -185,7 +187,7 @@ def exported(pg_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Exported:
     if sys.implementation.name == "pypy":
         pytest.skip("psycopg 3 fails on PyPy 7.3 (pypy/pypy#3882); pg-export needs it")
     path = tmp_path_factory.mktemp("sqlsite") / "Data.fs"
-    site = sqlsite.build(str(path))
+    site = sqlsite.build(str(path), str(path.parent / "blobs"))
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {DATABASE}")
         conn.execute(f"CREATE DATABASE {DATABASE}")
@@ -199,7 +201,7 @@ def exported(pg_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Exported:
         runs.append((command, proc))
     with psycopg.connect(dsn, autocommit=True) as conn:  # the function the date recipes use, created once
         conn.execute(EXAMPLES["Every datetime as a timestamptz"].text)
-    return Exported(site, dsn, current_records(path), runs, *revisions_and_transactions(path))
+    return Exported(site, dsn, current_records(path), runs, *revisions_and_transactions(path), path)
 
 
 def connect(dsn: str, autocommit: bool = True) -> psycopg.Connection:
@@ -266,6 +268,40 @@ def created_since(e: Exported, since: datetime) -> List[Tuple[Any, ...]]:
     return [(zoid, title) for zoid, title, _ in sorted(rows, key=lambda row: row[2])]
 
 
+def containment_index_serves_containment(conn: psycopg.Connection) -> None:
+    (indexdef,) = conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'object_state_contains'").fetchone()
+    assert indexdef.endswith("USING gin (state jsonb_path_ops)"), indexdef
+    conn.execute("SET LOCAL enable_seqscan = off")
+    plan = [line for (line,) in conn.execute("EXPLAIN " + EXAMPLES["By containment"].text)]
+    assert any("object_state_contains" in line for line in plan), plan
+
+
+def every_marker(e: Exported) -> List[Tuple[Any, ...]]:
+    from decimal import Decimal
+
+    f = sqlsite.FACTS
+    return [(f["day"], f["opens"], f["span"], f["price"], Decimal(f["visitors"]), f["uid"], sorted(f["tags"]),
+             f["size"][0], f["raw"])]
+
+
+def who_changed_documents(e: Exported) -> List[Tuple[Any, ...]]:
+    """(user, description, request method, zoid, title) of each document revision, as ZODB reads them."""
+    import zodb_json_codec
+
+    storage = FileStorage(str(e.path), read_only=True)
+    try:
+        rows = []
+        for txn in storage.iterator():
+            for record in txn:
+                if record.data and get_pickle_metadata(record.data) == ("sqlsite", "Document"):
+                    state = zodb_json_codec.decode_zodb_record(record.data)["@s"]
+                    rows.append((u64(txn.tid), (txn.user.decode(), txn.description.decode(),
+                                                txn.extension.get("request_method"), u64(record.oid), state["title"])))
+        return [row for _, row in sorted(rows, key=lambda item: (item[0], item[1][3]))]
+    finally:
+        storage.close()
+
+
 def per_class(e: Exported) -> List[Tuple[Any, ...]]:
     totals: Dict[Tuple[str, str], List[int]] = {}
     for module, name, size, _ in e.current.values():
@@ -290,6 +326,17 @@ EXPECTED: Dict[str, Callable[[Exported], Expectation]] = {
     "Objects and bytes per class": per_class,
     "By title": lambda e: [(e.z["hello"], "Document")],
     "An index for it": lambda e: Effect(title_index_serves_the_title_search),
+    "By containment": lambda e: [(e.z["hello"], "Hello World"), (e.z["note"], "Naive note")]
+    if e.z["alice"] == 3 else [],  # the oid the example names
+    "An index for containment": lambda e: Effect(containment_index_serves_containment),
+    "Every marker as SQL": every_marker,
+    "An object as it was at a tid": lambda e: [(e.site.tids[1], "Hello world")] if e.site.tids[1] == 286059510701752320
+    else [],  # the tid the example names
+    "Who changed what": who_changed_documents,
+    "An object's path": lambda e: [("/site/news/hello",)] if e.z["hello"] == 11 else [],
+    "A BTree's items": lambda e: [(id, zoid) for zoid, id, _ in e.site.archive_children]
+    if e.z["archive_tree"] == 18 else [],
+    "Blob sizes": lambda e: [(e.z["report"], "Annual report", len(sqlsite.REPORT))],
     "Every datetime as a timestamptz": lambda e: Effect(datetimes_read_as_python_reads_them),
     "Created after a date": lambda e: created_since(e, datetime(2024, 4, 1, tzinfo=UTC)),
     "When each was created": created_everywhere,
@@ -364,7 +411,7 @@ def test_export_prints_what_the_howto_shows(exported: Exported):
     assert exported.runs[0][1].stdout == (
         f"pg-export: {len(exported.current)} objects into object_state, {exported.revisions - len(exported.current)} "
         f"earlier revisions into object_history, {transactions} transactions into transaction_log, "
-        "0 blobs (0 bytes) into blob_state\n")
+        f"1 blobs ({len(sqlsite.REPORT)} bytes) into blob_state\n")
     assert transactions == exported.transactions
 
 
@@ -389,3 +436,14 @@ def test_the_parser_sees_every_block():
     languages = [info for info in re.findall(r"^```(\S*)", MARKDOWN, re.MULTILINE) if info]
     assert [block.info for block in fenced_blocks(MARKDOWN)] == languages
     assert languages.count("sql") == len(EXAMPLES)
+
+
+def test_the_path_recipe_gives_every_objects_path(exported: Exported):
+    # The example asks for one document; the same query for every folder and content object (the Archive's
+    # documents sit in buckets, each held by its tree and by the bucket before it).
+    sql = EXAMPLES["An object's path"].text
+    assert sql.count("VALUES (11::bigint, 0)") == 1
+    with connect(exported.dsn) as conn:
+        got = {path: conn.execute(sql.replace("VALUES (11::bigint, 0)", f"VALUES ({zoid}::bigint, 0)")).fetchone()[0]
+               for path, zoid in exported.site.paths.items()}
+    assert got == {path: path for path in exported.site.paths}
