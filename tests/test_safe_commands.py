@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import corpus
+from helpers import cli
 from test_db_commands import ok, refused
 
 SAMPLE_NOTE = "no PATH given: reading the sample database shipped with the package\n"
@@ -172,3 +173,33 @@ def test_ctrl_c_at_random_moments_ends_within_two_seconds(wikipedia, tmp_path, c
         assert took < 2, (where, took)
         assert list(out.iterdir()) == [], where
     assert interrupted >= 4, f"seed {seed}: only {interrupted} of 8 runs were still going at Ctrl-C"
+
+
+# Runs the command line with the process pool replaced by one that says how many processes it was asked for.
+_COUNT_POOLS = """
+import sys
+from zodb_json_codec._db import parallel
+class Counted(Exception):
+    pass
+def executor(jobs, **kw):
+    raise Counted(jobs)
+parallel._Executor = executor
+parallel.PARALLEL_FROM["dump"] = int(sys.argv.pop(1))
+from zodb_json_codec import cli
+try:
+    cli.main(sys.argv[1:])
+except Counted as exc:
+    print("pool of", exc.args[0])
+else:
+    print("one process")
+"""
+
+
+@pytest.mark.parametrize("threshold, jobs, expected", [
+    (64 << 20, [], "one process"),         # a database below the threshold: one process
+    (1, [], "pool of"),                    # above it: the cores
+    (64 << 20, ["--jobs", "2"], "pool of 2"),  # --jobs says otherwise
+], ids=["small", "large", "asked"])
+def test_the_default_jobs_follow_the_database_size(public, tmp_path, threshold, jobs, expected):
+    proc = cli(str(threshold), "dump", str(public), "-o", str(tmp_path / "out.jsonl"), *jobs, code=_COUNT_POOLS)
+    assert proc.out.startswith(expected), (proc.out, proc.err)

@@ -18,7 +18,7 @@ from typing import IO, Any, Callable, Optional, Sequence
 import zodb_json_codec as codec
 
 from ._db import CommandError
-from ._db.parallel import default_jobs
+from ._db.parallel import auto_jobs, default_jobs
 from ._db.storage import Part
 
 MAX_FAILURES_SHOWN = 10
@@ -72,8 +72,28 @@ def _check_path(args: argparse.Namespace, err: IO[str]) -> None:
 
 
 def _add_jobs(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-j", "--jobs", type=_jobs, default=default_jobs(), metavar="N",
-                   help="decode in N processes (default: the cores, %(default)s here)")
+    p.add_argument("-j", "--jobs", type=_jobs, metavar="N",
+                   help=f"decode in N processes (default: one for a small database, the cores, {default_jobs()} "
+                   "here, for a large one: docs/commands.md)")
+
+
+def _input_size(args: argparse.Namespace) -> Optional[int]:
+    """The bytes a command reads (None: not known before it starts), for the default --jobs."""
+    if args.command == "load":
+        name = None if args.source == "-" else args.source
+    elif args.command == "pg-import" or getattr(args, "pg", None) is not None and args.command == "stats":
+        return None  # in PostgreSQL: pg-import measures it itself
+    elif args.path is None:
+        from ._db.storage import sample_path
+
+        with sample_path() as name:
+            return os.path.getsize(name)
+    else:
+        name = args.path
+    try:
+        return os.path.getsize(name) if name is not None else None
+    except OSError:
+        return None  # the command says what is wrong with it
 
 
 def _add_part(p: argparse.ArgumentParser) -> None:
@@ -305,6 +325,8 @@ def _stats(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     """Run the command the arguments name, through the handler its sub-parser bound."""
     _check_path(args, err)
+    if getattr(args, "jobs", 0) is None and args.command != "pg-import":
+        args.jobs = auto_jobs(args.command, _input_size(args))
     return args.handler(args, out, err)
 
 

@@ -44,6 +44,22 @@ def default_jobs() -> int:
         return os.cpu_count() or 1
 
 
+# From how many bytes of records on several processes are faster than one (smaller: --jobs 1).  A worker
+# takes 0.1-0.2 s to start, which only pays where there is enough work: measured with --jobs 1 and 2 on
+# 1, 5, 8, 21 and 82 MB FileStorages (docs/commands.md, "Processes").  verify does the most per record,
+# pg-export and pg-import share the work with PostgreSQL; load reads JSON Lines, about twice the size.
+PARALLEL_FROM = {"verify": 2 << 20, "pg-export": 16 << 20, "pg-import": 16 << 20, "stats": 64 << 20,
+                 "dump": 64 << 20, "load": 128 << 20}
+
+
+def auto_jobs(command: str, size: Optional[int]) -> int:
+    """The default --jobs: the cores for size bytes of records (None: not known) from PARALLEL_FROM on,
+    else 1."""
+    if size is not None and size < PARALLEL_FROM.get(command, 0):
+        return 1
+    return default_jobs()
+
+
 def batched(items: Iterable[T], size_of: Callable[[T], int], max_items: int = BATCH_RECORDS,
             max_bytes: int = BATCH_BYTES) -> Iterator[List[T]]:
     """Lists of consecutive items, each at most max_items long and about max_bytes big."""

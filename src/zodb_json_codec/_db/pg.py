@@ -18,7 +18,7 @@ from zodb_json_codec._jsonread import read_json
 
 from . import MAX_MESSAGE, CommandError, undecodable
 from .blobs import with_zodb_blob_class
-from .parallel import batched, map_records, ordered_map
+from .parallel import auto_jobs, batched, map_records, ordered_map
 from .progress import Progress
 from .storage import Part, new_storage, open_storage, records
 
@@ -240,7 +240,7 @@ def export(source: Optional[str], target: Optional[str], *, dsn: str, out: IO[st
     return 0
 
 
-def import_(source: str, target: str, *, dsn: str, out: IO[str], err: IO[str], jobs: int = 1) -> int:
+def import_(source: str, target: str, *, dsn: str, out: IO[str], err: IO[str], jobs: Optional[int] = 1) -> int:
     """Write the rows of the table source (in tid order) into a new FileStorage at target."""
     psycopg = import_psycopg()
     from psycopg import sql
@@ -252,7 +252,9 @@ def import_(source: str, target: str, *, dsn: str, out: IO[str], err: IO[str], j
         try:
             if not table_exists(conn, table):
                 raise CommandError(f"no table {table} in the database")
-            (total,) = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(identifier)).fetchone()
+            total, size = conn.execute(sql.SQL("SELECT count(*), coalesce(sum(state_size), 0) FROM {}").format(
+                identifier)).fetchone()
+            jobs = auto_jobs("pg-import", int(size)) if jobs is None else jobs
             with conn.transaction():  # a named (server-side) cursor lives in a transaction
                 cursor = conn.cursor(name="zodb_json_codec_import")
                 cursor.itersize = 500  # rows of a few KB: enough per round trip, little memory

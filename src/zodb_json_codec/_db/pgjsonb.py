@@ -32,7 +32,7 @@ from zodb_json_codec._jsonread import read_json
 
 from . import MAX_MESSAGE, CommandError, record_name, undecodable
 from .blobs import CHUNK, blob_option_hint, is_blob_record, source_blob, with_zodb_blob_class
-from .parallel import batched, map_records, ordered_map
+from .parallel import auto_jobs, batched, map_records, ordered_map
 from .pg import COLUMNS, connect, copy_text, first_line, import_psycopg, table_exists
 from .progress import Progress
 from .storage import NewStorage, Transaction, entries, new_storage, open_storage
@@ -447,7 +447,7 @@ def _columns(conn: Any, table: str) -> List[str]:
 
 
 def import_layout(target: str, *, dsn: str, out: IO[str], err: IO[str], blob_dir: Optional[str] = None,
-                  no_blobs: bool = False, jobs: int = 1) -> int:
+                  no_blobs: bool = False, jobs: Optional[int] = 1) -> int:
     """Write the transactions and revisions of zodb-pgjsonb's tables (history included, where kept) into a
     new FileStorage at target, with their blobs in the new blob_dir."""
     psycopg = import_psycopg()
@@ -463,9 +463,11 @@ def import_layout(target: str, *, dsn: str, out: IO[str], err: IO[str], blob_dir
             history = table_exists(conn, "object_history")
             status = "status" if "status" in _columns(conn, "transaction_log") else "' '"
             blobs = _Blobs(conn, table_exists(conn, "blob_state"), blob_dir, no_blobs)
-            (total,) = conn.execute("SELECT count(*) FROM object_state").fetchone()
-            if history:
-                total += conn.execute("SELECT count(*) FROM object_history").fetchone()[0]
+            total = size = 0
+            for table in ("object_state", "object_history") if history else ("object_state",):
+                rows, pickled = conn.execute(f"SELECT count(*), coalesce(sum(state_size), 0) FROM {table}").fetchone()
+                total, size = total + rows, size + int(pickled)
+            jobs = auto_jobs("pg-import", size) if jobs is None else jobs
             with conn.transaction():  # named (server-side) cursors live in a transaction
                 headers = conn.cursor(name="zodb_json_codec_transactions")
                 headers.itersize = 2000
