@@ -53,7 +53,8 @@ TIMES = [
 ]
 # The facts document's values, one of each kind JSON lacks (what the SQL of docs/sql.md gives back for it).
 FACTS = {
-    "day": date(2024, 5, 1), "opens": time_of_day(9, 30, 15, 500), "span": timedelta(days=-1, seconds=5, microseconds=7),
+    "day": date(2024, 5, 1), "opens": time_of_day(9, 30, 15, 500),
+    "span": timedelta(days=-1, seconds=5, microseconds=7),
     "price": Decimal("19.90"), "visitors": 2 ** 70, "uid": UUID("12345678-1234-5678-1234-567812345678"),
     "tags": {"news", "plone"}, "size": (1920, 1080), "raw": b"\x00\xffab",
 }

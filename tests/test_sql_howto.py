@@ -218,7 +218,57 @@ class Effect(NamedTuple):
     check: Callable[[psycopg.Connection], None]
 
 
-Expectation = Union[List[Tuple[Any, ...]], Effect]
+class OnPlone(NamedTuple):
+    """An example about Plone's own records: run against tests/data/plone.fs.gz (a real Plone 6.2 site,
+    packed) exported by pg-export, rows(path of its FileStorage) the rows it must give."""
+
+    rows: Callable[[Path], List[Tuple[Any, ...]]]
+
+
+Expectation = Union[List[Tuple[Any, ...]], Effect, OnPlone]
+
+
+@pytest.fixture(scope="module")
+def plone_exported(pg_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Tuple[str, Path]:
+    import gzip
+    import shutil
+
+    path = tmp_path_factory.mktemp("plone") / "Data.fs"
+    with gzip.open(Path(__file__).parent / "data" / "plone.fs.gz") as packed, open(path, "wb") as out:
+        shutil.copyfileobj(packed, out)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {DATABASE}_plone")
+        conn.execute(f"CREATE DATABASE {DATABASE}_plone")
+    dsn = make_conninfo(pg_dsn, dbname=f"{DATABASE}_plone")
+    proc = subprocess.run([sys.executable, "-m", "zodb_json_codec", "pg-export", str(path), "--dsn", dsn,
+                           "--no-blobs", "--jobs", "1"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    return dsn, path
+
+
+def workflow_states(path: Path) -> List[Tuple[Any, ...]]:
+    """(portal_type, workflow, review_state, count) of the current content, as ZODB's records say."""
+    import zodb_json_codec
+
+    states: Dict[int, Any] = {}
+    storage = FileStorage(str(path), read_only=True)
+    try:
+        for oid in storage._index.keys():  # every object's current revision
+            data, _ = storage.load(oid)
+            states[u64(oid)] = zodb_json_codec.decode_zodb_record(data)["@s"]
+    finally:
+        storage.close()
+    counts: Dict[Tuple[str, str, str], int] = {}
+    for state in states.values():
+        history = state.get("workflow_history") if isinstance(state, dict) else None
+        if not (isinstance(history, dict) and "@ref" in history):
+            continue
+        for workflow, transitions in states[int(history["@ref"][0], 16)]["data"].items():
+            steps = transitions["@t"] if isinstance(transitions, dict) else transitions  # a tuple, or a list
+            key = (state.get("portal_type"), workflow, steps[-1]["review_state"])  # a comment's is its class's
+            counts[key] = counts.get(key, 0) + 1
+    rows = [(*key, count) for key, count in counts.items()]
+    return sorted(rows, key=lambda row: (row[0] is None, row[0] or "", row[1:]))  # ORDER BY 1, 2, 3: NULL last
 
 
 def title_index_serves_the_title_search(conn: psycopg.Connection) -> None:
@@ -338,6 +388,7 @@ EXPECTED: Dict[str, Callable[[Exported], Expectation]] = {
     if e.z["archive_tree"] == 18 else [],
     "Blob sizes": lambda e: [(e.z["report"], "Annual report", len(sqlsite.REPORT))],
     "Every datetime as a timestamptz": lambda e: Effect(datetimes_read_as_python_reads_them),
+    "Plone": lambda e: OnPlone(workflow_states),
     "Created after a date": lambda e: created_since(e, datetime(2024, 4, 1, tzinfo=UTC)),
     "When each was created": created_everywhere,
     "Plone's DateTime": lambda e: [
@@ -381,12 +432,19 @@ def test_every_example_has_an_expectation():
 
 
 @pytest.mark.parametrize("heading", sorted(set(EXAMPLES) | set(EXPECTED)))
-def test_example(exported: Exported, heading: str):
+def test_example(exported: Exported, heading: str, request: pytest.FixtureRequest):
     assert heading in EXAMPLES, f"{DOC.name} has no ```sql block under the heading {heading!r}"
     assert heading in EXPECTED, f"the ```sql block under {heading!r} in {DOC.name} has no expectation"
     example = EXAMPLES[heading]
     where = f"the example at {DOC.name}:{example.line}"
     want = EXPECTED[heading](exported)
+    if isinstance(want, OnPlone):
+        dsn, path = request.getfixturevalue("plone_exported")
+        rows = want.rows(path)
+        assert rows, "an expectation of no rows proves nothing"
+        with connect(dsn) as conn:
+            assert conn.execute(example.text).fetchall() == rows, where
+        return
     if isinstance(want, Effect):
         # In a transaction rolled back at the end: the other examples see the table as exported.
         with connect(exported.dsn, autocommit=False) as conn:

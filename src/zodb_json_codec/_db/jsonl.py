@@ -27,6 +27,7 @@ from zodb_json_codec._jsonread import read_json
 from . import MAX_MESSAGE, CommandError, undecodable
 from .parallel import map_records
 from .progress import Progress
+from .signals import sigint_blocked
 from .blobs import (
     blob_option_hint, copy_checked, copy_file, dump_file_name, is_blob_record, line_blob, source_blob,
     with_zodb_blob_class,
@@ -193,11 +194,13 @@ def _output(path: Optional[str], stdout: IO[bytes], before_replace: Any = None,
         yield stdout
         return
     directory = os.path.dirname(os.path.abspath(path))
+    partial = None
     try:
-        fd, partial = tempfile.mkstemp(prefix=".zodb-json-codec-", suffix=".jsonl", dir=directory)
-    except OSError as exc:
-        raise CommandError(f"cannot write {path}: {exc.strerror}") from None
-    try:
+        try:
+            with sigint_blocked():  # the file made and in charge of the finally below, or not made
+                fd, partial = tempfile.mkstemp(prefix=".zodb-json-codec-", suffix=".jsonl", dir=directory)
+        except OSError as exc:
+            raise CommandError(f"cannot write {path}: {exc.strerror}") from None
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(partial, 0o666 & ~umask)  # mkstemp's file is private; the result is an ordinary file
@@ -215,8 +218,9 @@ def _output(path: Optional[str], stdout: IO[bytes], before_replace: Any = None,
             except OSError:  # no hard links on this file system
                 os.replace(partial, path)
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(partial)
+        if partial is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(partial)
 
 
 class _DumpItem(NamedTuple):
@@ -303,9 +307,11 @@ def dump(source: Optional[str], target: Optional[str], *, stdout: IO[bytes], err
     progress = Progress("dump", err)
     with contextlib.ExitStack() as stack:
         storage = stack.enter_context(open_storage(source, blob_dir))
-        blobs = _BlobsOut(target) if blob_dir is not None and target is not None else None
-        if blobs is not None:
-            stack.callback(blobs.abort)  # after a rename, nothing is left to remove
+        blobs = None
+        if blob_dir is not None and target is not None:
+            with sigint_blocked():  # made and in charge of its removal, or not made
+                blobs = _BlobsOut(target)
+                stack.callback(blobs.abort)  # after a rename, nothing is left to remove
         out = stack.enter_context(_output(target, stdout, before_replace=blobs.finish if blobs else None,
                                           force=force))
         try:

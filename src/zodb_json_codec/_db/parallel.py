@@ -9,7 +9,6 @@ everything in this process, with no pool at all.
 from __future__ import annotations
 
 import collections
-import contextlib
 import multiprocessing
 import os
 import signal
@@ -18,6 +17,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, TypeVar
 
 from . import CommandError
+from .signals import sigint_blocked
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -95,7 +95,10 @@ def ordered_map(function: Callable[[Any], R], batches: Iterable[Any], jobs: int,
     pending: collections.deque = collections.deque()
     try:
         for batch in batches:
-            with _sigint_blocked():
+            # A worker started meanwhile inherits the blocked SIGINT: Ctrl-C, which reaches the whole
+            # process group, never interrupts a worker still importing (its traceback, and a pool left
+            # waiting for it: the command hung).
+            with sigint_blocked():
                 pending.append(executor.submit(function, batch))
             if len(pending) >= 2 * jobs:
                 yield pending.popleft().result()
@@ -105,22 +108,6 @@ def ordered_map(function: Callable[[Any], R], batches: Iterable[Any], jobs: int,
         raise CommandError("a worker process died (out of memory, or killed)") from None
     finally:
         executor.shutdown(wait=True, cancel_futures=True)
-
-
-@contextlib.contextmanager
-def _sigint_blocked() -> Iterator[None]:
-    """SIGINT held back while a submit may start a worker process: the worker inherits the blocked signal
-    (across fork and exec), so Ctrl-C, which reaches the whole process group, never interrupts a worker
-    still importing (its traceback, and a pool left waiting for it: the command hung).  A Ctrl-C that
-    came meanwhile reaches this process when the block ends."""
-    if not hasattr(signal, "pthread_sigmask"):  # Windows: no process groups either
-        yield
-        return
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def _start_worker(initializer: Optional[Callable[..., None]], initargs: Sequence[Any]) -> None:

@@ -306,8 +306,8 @@ def export_layout(source: Optional[str], *, dsn: str, out: IO[str], err: IO[str]
             (target,) = conn.execute("SELECT current_schema()").fetchone()
             if target is None:
                 raise CommandError("no schema to write into: the DSN's search_path names none that exists")
-            conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(staging)))
             try:
+                conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(staging)))
                 _create(conn, staging, all_revisions)
                 copies = _Copies(conn, staging)
                 items = _entries(storage, all_revisions)

@@ -11,6 +11,7 @@ import tempfile
 from typing import IO, Any, Iterator, NamedTuple, Optional, Tuple
 
 from . import CommandError
+from .signals import sigint_blocked
 
 Part = Tuple[int, int]  # (k, n): the objects whose oid % n == k - 1
 
@@ -253,7 +254,11 @@ class NewStorage:
         except OSError as exc:
             raise CommandError(f"cannot write in {directory}: {exc.strerror}") from None
         blobs = os.path.join(self._workdir, "blobs") if blob_dir is not None else None
-        self._storage = FileStorage(os.path.join(self._workdir, "Data.fs"), create=True, blob_dir=blobs)
+        try:
+            self._storage = FileStorage(os.path.join(self._workdir, "Data.fs"), create=True, blob_dir=blobs)
+        except BaseException:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+            raise
         self._txn: Any = None
         self._tid: Optional[bytes] = None
         self._oids: set = set()
@@ -347,10 +352,13 @@ class NewStorage:
 @contextlib.contextmanager
 def new_storage(path: str, blob_dir: Optional[str] = None) -> Iterator[NewStorage]:
     """A NewStorage that is finished when the block ends normally and aborted when it raises."""
-    target = NewStorage(path, blob_dir)
+    target = None
     try:
+        with sigint_blocked():  # made and in charge of its removal below, or not made
+            target = NewStorage(path, blob_dir)
         yield target
     except BaseException:
-        target.abort()
+        if target is not None:
+            target.abort()
         raise
     target.finish()
