@@ -365,3 +365,23 @@ def test_load_reads_a_dumped_line_as_it_reads_it_whole(tmp_path, monkeypatch):
     assert taken == [True] * (len(records) + 1) + [False] * len(edited)
     monkeypatch.setattr(jsonl, "_record_as_dumped", lambda line, where: None)
     assert [jsonl.entry_from_line(line + b"\n", "x") for line in every] == fast
+
+
+def test_empty_and_one_byte_blobs_through_pg(tmp_path, pg_dsn):
+    # blob_state's rows go in COPY's binary format: a field of length 0 is an empty bytea, not NULL.
+    import transaction
+    from ZODB import DB
+    from ZODB.blob import Blob
+
+    path, blobs = tmp_path / "Data.fs", tmp_path / "blobs"
+    db = DB(FileStorage(str(path), blob_dir=str(blobs)))
+    root = db.open().root()
+    root["empty"], root["one"] = Blob(), Blob(b"x")
+    transaction.commit()
+    db.close()
+    dsn = fresh_database(pg_dsn, "whole_small_blobs")
+    ok("pg-export", str(path), "--dsn", dsn, "--blob-dir", str(blobs), "--all")
+    copy = {"path": tmp_path / "copy.fs", "blobs": tmp_path / "copy-blobs"}
+    ok("pg-import", str(copy["path"]), "--dsn", dsn, "--blob-dir", str(copy["blobs"]))
+    proc = verify(copy, {"path": path, "blobs": blobs}, "--all")
+    assert proc.returncode == 0 and "2 blob files same, 0 different" in proc.out, proc.out + proc.err

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import struct
 from typing import IO, Any, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import zodb_json_codec as codec
@@ -145,6 +146,12 @@ def layout_rows(batch: Sequence[Any]) -> Rows:
     return Rows(text(transactions), text(current), text(history), blobs)
 
 
+# COPY's binary format: its signature, no flags, no extension; a blob_state row: four fields, three
+# bigints (each with its length, 8) and the length of the bytes that follow.
+_BINARY_HEADER = b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0)
+_BLOB_ROW = struct.Struct(">hiqiqiqi")
+
+
 class _Copies:
     """The export's COPY statements into the staging schema, one per batch and table."""
 
@@ -160,6 +167,8 @@ class _Copies:
                 ("object_state", COLUMNS), ("object_history", COLUMNS),
                 ("blob_state", ("zoid", "tid", "blob_size", "data")))
         }
+        self._sql["blob_state_binary"] = sql.SQL("COPY {} (zoid, tid, blob_size, data) FROM STDIN (FORMAT binary)"
+                                                 ).format(sql.Identifier(schema, "blob_state"))
 
     def rows(self, table: str, text: bytes) -> None:
         if text:
@@ -167,19 +176,28 @@ class _Copies:
                 copy.write(text)
 
     def blobs(self, storage: Any, found: List[Tuple[bytes, bytes]]) -> int:
-        """Stream each blob file into a blob_state row, as bytea's hex text, a chunk at a time."""
+        """Stream each blob file into a blob_state row, a chunk at a time, in COPY's binary format: the
+        bytes as they are (text would double them into hex, and a row of text is limited to 1 GB)."""
         size_total = 0
-        with self._conn.cursor().copy(self._sql["blob_state"]) as copy:
+        with self._conn.cursor().copy(self._sql["blob_state_binary"]) as copy:
+            copy.write(_BINARY_HEADER)
             for oid, tid in found:
                 path = source_blob(storage, oid, tid)
                 with open(path, "rb") as file:
                     size = file.seek(0, 2)
                     file.seek(0)
-                    copy.write(f"{_int8(oid)}\t{_int8(tid)}\t{size}\t\\\\x")
+                    if size >= 1 << 30:
+                        raise CommandError(f"{record_name(oid, tid)}: its blob is {size} bytes; a bytea holds less "
+                                           "than 1 GiB (zodb-pgjsonb keeps such blobs in S3)")
+                    copy.write(_BLOB_ROW.pack(4, 8, _int8(oid), 8, _int8(tid), 8, size, size))
+                    written = 0
                     for chunk in iter(lambda: file.read(CHUNK), b""):
-                        copy.write(chunk.hex())
-                    copy.write("\n")
+                        copy.write(chunk)
+                        written += len(chunk)
+                    if written != size:
+                        raise CommandError(f"{record_name(oid, tid)}: its blob file changed while it was read")
                 size_total += size
+            copy.write(b"\xff\xff")  # the end of the rows
         return size_total
 
 
