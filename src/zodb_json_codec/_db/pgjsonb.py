@@ -26,7 +26,7 @@ import contextlib
 import os
 import secrets
 import struct
-from typing import IO, Any, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import IO, Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import zodb_json_codec as codec
 from zodb_json_codec._jsonread import read_json
@@ -298,6 +298,29 @@ def _move(conn: Any, staging: str, target: str, all_revisions: bool) -> None:
     conn.execute(f"CREATE SEQUENCE zoid_seq START WITH {int(top) + 1}")
 
 
+def _fill(conn: Any, storage: Any, staging: str, dsn: str, counts: Dict[str, int], all_revisions: bool,
+          jobs: int, progress: Progress, no_blobs: bool, refusal: Optional[str]) -> None:
+    """The staging tables' rows: the records' by the workers, the blobs' here (left out with no_blobs,
+    refused with refusal when there is no blob directory to read them from)."""
+    copies = _Copies(conn, staging)
+    batches = map_records(_entries(storage, all_revisions), copy_batch, jobs, progress,
+                          prepare=lambda item: item.entry, counted=lambda item: type(item.entry) is not Transaction,
+                          initializer=start_copier, initargs=(dsn, staging))
+    with contextlib.closing(batches):  # the workers and their connections gone before the staging is dropped
+        for copied in batches:
+            for key in ("transactions", "current", "history"):
+                counts[key] += getattr(copied, key)
+            if not copied.blobs:
+                continue
+            if no_blobs:
+                counts["left_out"] += len(copied.blobs)
+            elif refusal is not None:
+                raise CommandError(refusal)
+            else:
+                counts["blob_bytes"] += copies.blobs(storage, copied.blobs)
+                counts["blobs"] += len(copied.blobs)
+
+
 def export_layout(source: Optional[str], *, dsn: str, out: IO[str], err: IO[str], all_revisions: bool = False,
                   blob_dir: Optional[str] = None, no_blobs: bool = False, jobs: int = 1) -> int:
     """Copy the FileStorage source into zodb-pgjsonb's tables of a database (its first schema on the
@@ -327,24 +350,8 @@ def export_layout(source: Optional[str], *, dsn: str, out: IO[str], err: IO[str]
             try:
                 conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(staging)))
                 _create(conn, staging, all_revisions)
-                copies = _Copies(conn, staging)
-                items = _entries(storage, all_revisions)
-                batches = map_records(items, copy_batch, jobs, progress, prepare=lambda item: item.entry,
-                                      counted=lambda item: type(item.entry) is not Transaction,
-                                      initializer=start_copier, initargs=(dsn, staging))
-                with contextlib.closing(batches):  # the workers and their connections gone before the drop
-                    for copied in batches:
-                        for key in ("transactions", "current", "history"):
-                            counts[key] += getattr(copied, key)
-                        if not copied.blobs:
-                            continue
-                        if no_blobs:
-                            counts["left_out"] += len(copied.blobs)
-                        elif blob_dir is None:
-                            raise CommandError(blob_option_hint(source))
-                        else:
-                            counts["blob_bytes"] += copies.blobs(storage, copied.blobs)
-                            counts["blobs"] += len(copied.blobs)
+                _fill(conn, storage, staging, dsn, counts, all_revisions, jobs, progress, no_blobs,
+                      refusal=blob_option_hint(source) if blob_dir is None else None)
                 stop_copier()
                 _in_schema(conn, staging, _KEYS + (_HISTORY_KEYS if all_revisions else []))
                 with conn.transaction():
