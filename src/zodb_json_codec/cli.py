@@ -1,9 +1,10 @@
 """The ``zodb-json-codec`` command line: whole FileStorages to JSON Lines and PostgreSQL and back, with proof.
 
 The sample database shipped in the package is read with ``--sample``, or,
-by the commands that only read (verify, stats), when they are given no PATH.  Reading FileStorages needs ZODB and
-PostgreSQL needs psycopg 3 (this package's ``cli`` extra brings both); they
-are imported only when a command runs.  The work itself lives in ``_db``.
+by the commands that only read (verify, stats), when they are given no
+PATH.  Reading FileStorages needs ZODB and PostgreSQL needs psycopg 3 (this
+package's ``cli`` extra brings both); they are imported only when a command
+runs.  The work itself lives in ``_db``.
 """
 
 from __future__ import annotations
@@ -173,7 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
         commands, "pg-export", _pg_export, help="a FileStorage into zodb-pgjsonb's tables in PostgreSQL",
         description="Without --table: zodb-pgjsonb's own tables (transaction_log, object_state, blob_state; "
         "with --all also object_history and pack_state), into a database that has none of them, with COPY "
-        "in one transaction: on any failure nothing is left. zodb-pgjsonb's PGJsonbStorage opened on it "
+        "from every worker into a staging schema, moved into place in one transaction: on any failure "
+        "nothing is left. zodb-pgjsonb's PGJsonbStorage opened on it "
         "(history_preserving with --all) serves the copy. With --table: one table of object rows "
         "(zoid, tid, class_mod, class_name, state jsonb, state_size, refs bigint[]) for SQL analysis; "
         "with --part, each part adds its rows to a table shared by the parts.",
