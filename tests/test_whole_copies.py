@@ -385,3 +385,21 @@ def test_empty_and_one_byte_blobs_through_pg(tmp_path, pg_dsn):
     ok("pg-import", str(copy["path"]), "--dsn", dsn, "--blob-dir", str(copy["blobs"]))
     proc = verify(copy, {"path": path, "blobs": blobs}, "--all")
     assert proc.returncode == 0 and "2 blob files same, 0 different" in proc.out, proc.out + proc.err
+
+
+def test_pg_import_trusts_no_blob_size_edited_in_sql(site, tmp_path, pg_dsn):
+    # blob_size says how many bytes data holds; edited to a petabyte it is refused at once (the bytes are
+    # read until the data ends, not blob_size of them), and the copy is not made.
+    import time
+
+    import psycopg
+
+    dsn = fresh_database(pg_dsn, "whole_blob_size")
+    ok("pg-export", str(site["path"]), "--dsn", dsn, "--blob-dir", str(site["blobs"]))
+    with psycopg.connect(dsn) as conn:
+        conn.execute("UPDATE blob_state SET blob_size = 1000000000000000 WHERE zoid = 2")
+    started = time.monotonic()
+    err = refused("pg-import", str(tmp_path / "copy.fs"), "--dsn", dsn, "--blob-dir", str(tmp_path / "blobs"))
+    assert "blob_state says 1000000000000000 bytes, its data has" in err, err
+    assert time.monotonic() - started < 60
+    assert not (tmp_path / "copy.fs").exists() and not (tmp_path / "blobs").exists()

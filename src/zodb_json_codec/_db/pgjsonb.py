@@ -447,10 +447,13 @@ class _Blobs:
                                "blob_state's data only"[:MAX_MESSAGE])
         path = target.incoming_blob()
         with open(path, "wb") as file:
-            for start in range(1, size + 1, CHUNK):
+            while True:  # until the data ends (blob_size, maybe edited in SQL, is only checked against it)
                 (chunk,) = self._conn.execute("SELECT substring(data FROM %s FOR %s) FROM blob_state "
-                                              "WHERE zoid = %s AND tid = %s", (start, CHUNK, *keys)).fetchone()
+                                              "WHERE zoid = %s AND tid = %s", (file.tell() + 1, CHUNK, *keys)
+                                              ).fetchone()
                 file.write(chunk)
+                if len(chunk) < CHUNK:
+                    break
             written = file.tell()
         if written != size:
             raise CommandError(f"{where}: blob_state says {size} bytes, its data has {written}")
