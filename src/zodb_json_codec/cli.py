@@ -55,13 +55,18 @@ def _add_path(p: argparse.ArgumentParser, writes: bool) -> None:
     p.set_defaults(writes_elsewhere=writes)
 
 
+def _stats_of_postgresql(args: argparse.Namespace) -> bool:
+    """stats --globals --pg: a database's rows, no FileStorage."""
+    return args.command == "stats" and args.pg is not None
+
+
 def _check_path(args: argparse.Namespace, err: IO[str]) -> None:
     """The sample database only when asked for, or, for a command that only reads, when there is no PATH."""
     if not hasattr(args, "sample"):
         return
     if args.sample and args.path is not None:
         raise CommandError("give PATH or --sample, not both")
-    if args.path is not None or args.sample or getattr(args, "pg", None) is not None and args.command == "stats":
+    if args.path is not None or args.sample or _stats_of_postgresql(args):
         return
     if args.writes_elsewhere:
         raise CommandError("give the FileStorage to read (PATH), or --sample for the sample database "
@@ -82,7 +87,7 @@ def _input_size(args: argparse.Namespace) -> Optional[int]:
     """The bytes a command reads (None: not known before it starts), for the default --jobs."""
     if args.command == "load":
         name = None if args.source == "-" else args.source
-    elif args.command == "pg-import" or getattr(args, "pg", None) is not None and args.command == "stats":
+    elif args.command == "pg-import" or _stats_of_postgresql(args):
         return None  # in PostgreSQL: pg-import measures it itself
     elif args.path is None:
         from ._db.storage import sample_path

@@ -139,39 +139,52 @@ def _create_statement(table_name: str, if_not_exists: bool) -> Any:
     ).format(maybe=sql.SQL("IF NOT EXISTS " if if_not_exists else ""), table=table_identifier(table_name))
 
 
+def int8(value: bytes) -> int:
+    """An oid or tid as a bigint: signed, as refs are (format.md), so an oid at or above 2**63 is still a
+    bigint, and the same number in zoid as in the refs pointing to it."""
+    return int.from_bytes(value, "big", signed=True)
+
+
+def object_row(oid: bytes, tid: bytes, data: bytes) -> str:
+    """A record's COPY text row of object_state's columns; CommandError for one that cannot be decoded."""
+    try:
+        module, name, state_json, refs = codec.decode_zodb_record_for_pg_json(data)
+    except Exception as exc:  # noqa: BLE001 - any failure to decode stops the export
+        raise CommandError(undecodable(oid, tid, exc)) from None
+    return (f"{int8(oid)}\t{int8(tid)}\t{copy_text(module)}\t{copy_text(name)}\t{copy_text(state_json)}\t"
+            f"{len(data)}\t{{{','.join(map(str, refs))}}}\n")
+
+
+def copy_bytes(rows: List[str]) -> bytes:
+    """COPY text rows as sent.  surrogatepass: a lone surrogate in a class name must reach PostgreSQL,
+    which refuses it with a message, rather than fail here."""
+    return "".join(rows).encode("utf-8", "surrogatepass")
+
+
 def copy_rows(batch: Sequence[Tuple[bytes, bytes, bytes]]) -> bytes:
     """COPY text rows for a batch of (oid, tid, record); CommandError for a record that cannot be decoded."""
-    rows = []
-    for oid, tid, data in batch:
-        try:
-            module, name, state_json, refs = codec.decode_zodb_record_for_pg_json(data)
-        except Exception as exc:  # noqa: BLE001 - any failure to decode stops the export
-            raise CommandError(undecodable(oid, tid, exc)) from None
-        # Signed, as refs are (format.md): an oid at or above 2**63 is still a
-        # bigint, and the same number in zoid as in the refs pointing to it.
-        rows.append(
-            f"{int.from_bytes(oid, 'big', signed=True)}\t{int.from_bytes(tid, 'big', signed=True)}\t"
-            f"{copy_text(module)}\t{copy_text(name)}\t{copy_text(state_json)}\t{len(data)}\t"
-            f"{{{','.join(map(str, refs))}}}\n"
-        )
-    # surrogatepass: a lone surrogate in a class name must reach PostgreSQL,
-    # which refuses it with a message, rather than fail here.
-    return "".join(rows).encode("utf-8", "surrogatepass")
+    return copy_bytes([object_row(oid, tid, data) for oid, tid, data in batch])
+
+
+def encoded_record(zoid: int, tid: int, module: str, name: str, state_text: str) -> bytes:
+    """The record of a row's class columns and state text, a Blob's with its class pickle as ZODB writes it;
+    CommandError for a state the encoder refuses."""
+    try:
+        data = codec.encode_zodb_record({"@cls": [module, name], "@s": read_json(state_text)})
+    except ValueError as exc:
+        raise CommandError(f"zoid {zoid} tid {tid}: cannot encode the state: {exc}"[:MAX_MESSAGE]) from None
+    if (module, name) == ("ZODB.blob", "Blob"):
+        data = with_zodb_blob_class(data)
+    return data
 
 
 def record_from_row(row: Sequence[Any]) -> Tuple[bytes, bytes, bytes]:
     """(oid, tid, record) of a (zoid, tid, class_mod, class_name, state text) row."""
     zoid, tid, module, name, state_text = row
-    where = f"zoid {zoid} tid {tid}"
     if state_text is None:
-        raise CommandError(f"{where}: state is NULL")
-    try:
-        data = codec.encode_zodb_record({"@cls": [module, name], "@s": read_json(state_text)})
-    except ValueError as exc:
-        raise CommandError(f"{where}: cannot encode the state: {exc}"[:MAX_MESSAGE]) from None
-    if (module, name) == ("ZODB.blob", "Blob"):
-        data = with_zodb_blob_class(data)
-    return zoid.to_bytes(8, "big", signed=True), tid.to_bytes(8, "big", signed=True), data
+        raise CommandError(f"zoid {zoid} tid {tid}: state is NULL")
+    return (zoid.to_bytes(8, "big", signed=True), tid.to_bytes(8, "big", signed=True),
+            encoded_record(zoid, tid, module, name, state_text))
 
 
 def records_from_rows(batch: Sequence[Sequence[Any]]) -> List[Tuple[bytes, bytes, bytes]]:

@@ -28,13 +28,13 @@ import secrets
 import struct
 from typing import IO, Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
-import zodb_json_codec as codec
-from zodb_json_codec._jsonread import read_json
-
-from . import MAX_MESSAGE, CommandError, record_name, undecodable
-from .blobs import CHUNK, blob_option_hint, is_blob_record, source_blob, with_zodb_blob_class
+from . import MAX_MESSAGE, CommandError, record_name
+from .blobs import CHUNK, blob_option_hint, is_blob_record, source_blob
 from .parallel import auto_jobs, batched, map_records, ordered_map
-from .pg import COLUMNS, connect, copy_text, first_line, import_psycopg, table_exists
+from .pg import (
+    COLUMNS, connect, copy_bytes, copy_text, encoded_record, first_line, import_psycopg, int8, object_row,
+    table_exists,
+)
 from .progress import Progress
 from .storage import NewStorage, Transaction, entries, new_storage, open_storage
 from .transactions import extension_from_pgjsonb, pgjsonb_extension, pgjsonb_text
@@ -91,11 +91,6 @@ LAYOUT = (*_TABLES, *_HISTORY_TABLES, "pgjsonb_schema_state", "zoid_seq")
 _TOMBSTONE = "\t\t\\N\t0\t{}\n"  # after zoid and tid: zodb-pgjsonb's row of a revision without data
 
 
-def _int8(value: bytes) -> int:
-    # Signed, as refs are (format.md): an oid at or above 2**63 is still a bigint.
-    return int.from_bytes(value, "big", signed=True)
-
-
 class Rows(NamedTuple):
     """A batch's COPY text per table, and the blob revisions whose bytes follow."""
     transactions: bytes
@@ -109,7 +104,7 @@ def _transaction_row(header: Transaction) -> str:
     user = pgjsonb_text(header.user, "user", where)
     description = pgjsonb_text(header.description, "description", where)
     extension = pgjsonb_extension(header.extension).hex()
-    return (f"{_int8(header.tid)}\t{copy_text(user)}\t{copy_text(description)}\t"
+    return (f"{int8(header.tid)}\t{copy_text(user)}\t{copy_text(description)}\t"
             f"\\\\x{extension}\t{header.status.decode('latin-1')}\n")
 
 
@@ -125,25 +120,13 @@ def layout_rows(batch: Sequence[Any]) -> Rows:
             transactions.append(_transaction_row(entry))
             continue
         oid, tid, data, is_current = entry
-        keys = f"{_int8(oid)}\t{_int8(tid)}\t"
         if not data:
-            history.append(keys + _TOMBSTONE)
+            history.append(f"{int8(oid)}\t{int8(tid)}\t{_TOMBSTONE}")
             continue
-        try:
-            module, name, state_json, refs = codec.decode_zodb_record_for_pg_json(data)
-        except Exception as exc:  # noqa: BLE001 - any failure to decode stops the export
-            raise CommandError(undecodable(oid, tid, exc)) from None
-        (current if is_current else history).append(
-            f"{keys}{copy_text(module)}\t{copy_text(name)}\t{copy_text(state_json)}\t{len(data)}\t"
-            f"{{{','.join(map(str, refs))}}}\n")
+        (current if is_current else history).append(object_row(oid, tid, data))
         if is_blob_record(data):
             blobs.append((oid, tid))
-
-    def text(rows: List[str]) -> bytes:
-        # surrogatepass: a lone surrogate in a class name reaches PostgreSQL, which refuses it with a message.
-        return "".join(rows).encode("utf-8", "surrogatepass")
-
-    return Rows(text(transactions), text(current), text(history), blobs)
+    return Rows(copy_bytes(transactions), copy_bytes(current), copy_bytes(history), blobs)
 
 
 # COPY's binary format: its signature, no flags, no extension; a blob_state row: four fields, three
@@ -189,7 +172,7 @@ class _Copies:
                     if size >= 1 << 30:
                         raise CommandError(f"{record_name(oid, tid)}: its blob is {size} bytes; a bytea holds less "
                                            "than 1 GiB (zodb-pgjsonb keeps such blobs in S3)")
-                    copy.write(_BLOB_ROW.pack(4, 8, _int8(oid), 8, _int8(tid), 8, size, size))
+                    copy.write(_BLOB_ROW.pack(4, 8, int8(oid), 8, int8(tid), 8, size, size))
                     written = 0
                     for chunk in iter(lambda: file.read(CHUNK), b""):
                         copy.write(chunk)
@@ -391,14 +374,8 @@ def _revision(row: Sequence[Any]) -> _Revision:
             raise CommandError(f"zoid {zoid} tid {tid}: state is NULL, but the row is not a tombstone "
                                "(its class is not empty)")
         return _Revision(oid, tid_bytes, None, False)
-    try:
-        data = codec.encode_zodb_record({"@cls": [module, name], "@s": read_json(state_text)})
-    except ValueError as exc:
-        raise CommandError(f"zoid {zoid} tid {tid}: cannot encode the state: {exc}"[:MAX_MESSAGE]) from None
-    blob = (module, name) == ("ZODB.blob", "Blob")
-    if blob:
-        data = with_zodb_blob_class(data)
-    return _Revision(oid, tid_bytes, data, blob)
+    return _Revision(oid, tid_bytes, encoded_record(zoid, tid, module, name, state_text),
+                     (module, name) == ("ZODB.blob", "Blob"))
 
 
 def revisions(batch: Sequence[Sequence[Any]]) -> List[_Revision]:
@@ -435,7 +412,7 @@ class _Blobs:
         if self._blob_dir is None:
             raise CommandError("the database holds blob records: give --blob-dir DIR (the blob directory to "
                                "create for the new FileStorage), or --no-blobs to leave the blobs out")
-        keys = (_int8(revision.oid), _int8(revision.tid))
+        keys = (int8(revision.oid), int8(revision.tid))
         found = self._conn.execute(
             "SELECT blob_size, data IS NULL, s3_key FROM blob_state WHERE zoid = %s AND tid = %s", keys,
         ).fetchone() if self._present else None
