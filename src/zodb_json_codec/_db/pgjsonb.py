@@ -92,10 +92,10 @@ _TOMBSTONE = "\t\t\\N\t0\t{}\n"  # after zoid and tid: zodb-pgjsonb's row of a r
 
 
 class Rows(NamedTuple):
-    """A batch's COPY text per table, and the blob revisions whose bytes follow."""
-    transactions: bytes
-    current: bytes
-    history: bytes
+    """A batch's COPY text rows per table, and the blob revisions whose bytes follow."""
+    transactions: List[str]
+    current: List[str]
+    history: List[str]
     blobs: List[Tuple[bytes, bytes]]
 
 
@@ -126,7 +126,7 @@ def layout_rows(batch: Sequence[Any]) -> Rows:
         (current if is_current else history).append(object_row(oid, tid, data))
         if is_blob_record(data):
             blobs.append((oid, tid))
-    return Rows(copy_bytes(transactions), copy_bytes(current), copy_bytes(history), blobs)
+    return Rows(transactions, current, history, blobs)
 
 
 # COPY's binary format: its signature, no flags, no extension; a blob_state row: four fields, three
@@ -147,22 +147,21 @@ class _Copies:
                 map(sql.Identifier, columns)))
             for table, columns in (
                 ("transaction_log", ("tid", "username", "description", "extension", "status")),
-                ("object_state", COLUMNS), ("object_history", COLUMNS),
-                ("blob_state", ("zoid", "tid", "blob_size", "data")))
+                ("object_state", COLUMNS), ("object_history", COLUMNS))
         }
-        self._sql["blob_state_binary"] = sql.SQL("COPY {} (zoid, tid, blob_size, data) FROM STDIN (FORMAT binary)"
-                                                 ).format(sql.Identifier(schema, "blob_state"))
+        self._sql["blob_state"] = sql.SQL("COPY {} (zoid, tid, blob_size, data) FROM STDIN (FORMAT binary)"
+                                          ).format(sql.Identifier(schema, "blob_state"))
 
-    def rows(self, table: str, text: bytes) -> None:
-        if text:
+    def rows(self, table: str, rows: List[str]) -> None:
+        if rows:
             with self._conn.cursor().copy(self._sql[table]) as copy:
-                copy.write(text)
+                copy.write(copy_bytes(rows))
 
     def blobs(self, storage: Any, found: List[Tuple[bytes, bytes]]) -> int:
         """Stream each blob file into a blob_state row, a chunk at a time, in COPY's binary format: the
         bytes as they are (text would double them into hex, and a row of text is limited to 1 GB)."""
         size_total = 0
-        with self._conn.cursor().copy(self._sql["blob_state_binary"]) as copy:
+        with self._conn.cursor().copy(self._sql["blob_state"]) as copy:
             copy.write(_BINARY_HEADER)
             for oid, tid in found:
                 path = source_blob(storage, oid, tid)
@@ -225,8 +224,7 @@ def copy_batch(batch: Sequence[Any]) -> Copied:
         copies.rows("object_history", rows.history)
     except import_psycopg().Error as exc:
         raise CommandError(f"PostgreSQL refused the export, nothing was written: {first_line(exc)}") from None
-    return Copied(rows.transactions.count(b"\n"), rows.current.count(b"\n"), rows.history.count(b"\n"),
-                  rows.blobs)
+    return Copied(len(rows.transactions), len(rows.current), len(rows.history), rows.blobs)
 
 
 def _entries(storage: Any, all_revisions: bool) -> Iterator[Any]:
