@@ -33,7 +33,7 @@ from .blobs import (
     with_zodb_blob_class,
 )
 from .storage import Part, Transaction, entries, new_storage, open_storage
-from .transactions import extension_json, text_json
+from .transactions import extension_json, extension_pickle, status_byte, text_json
 
 Blob = Tuple[str, int, str]  # a dump line's blob: file (relative to the dump's directory), size, SHA-256
 
@@ -101,18 +101,13 @@ def _line_text(value: Any, key: str, where: str) -> bytes:
 
 def _transaction_from_row(row: dict, where: str) -> Transaction:
     tid = _hex8(row, "transaction", where)
-    status = row.get("status", " ")
-    if status not in (" ", "p"):
-        raise CommandError(f"{where}: \"status\" must be \" \" or \"p\", not {status!r}"[:MAX_MESSAGE])
+    status = status_byte(row.get("status", " "), where)
     extension = row.get("extension", {})
     if not isinstance(extension, dict):
         raise CommandError(f"{where}: \"extension\" must be an object")
-    try:
-        raw = codec.dict_to_pickle(extension) if extension else b""
-    except ValueError as exc:
-        raise CommandError(f"{where}: cannot encode the extension: {exc}"[:MAX_MESSAGE]) from None
-    return Transaction(tid, status.encode("latin-1"), _line_text(row.get("user", ""), "user", where),
-                       _line_text(row.get("description", ""), "description", where), raw, 0.0)
+    return Transaction(tid, status, _line_text(row.get("user", ""), "user", where),
+                       _line_text(row.get("description", ""), "description", where),
+                       extension_pickle(extension, where), 0.0)
 
 
 # A record's line as dump spells it: its state's JSON text is handed to the codec's one-pass reader as is

@@ -37,7 +37,7 @@ from .pg import (
 )
 from .progress import Progress
 from .storage import NewStorage, Transaction, entries, new_storage, open_storage
-from .transactions import extension_from_pgjsonb, pgjsonb_extension, pgjsonb_text
+from .transactions import extension_from_pgjsonb, pgjsonb_extension, pgjsonb_text, status_byte
 
 # zodb-pgjsonb's schema.py, its tables without their keys (added after the rows, as below: the names
 # PostgreSQL gives the keys are the same).
@@ -383,9 +383,7 @@ def revisions(batch: Sequence[Sequence[Any]]) -> List[_Revision]:
 def _header(row: Sequence[Any]) -> Transaction:
     tid, user, description, extension, status = row
     where = f"transaction tid {tid}"
-    if status not in (" ", "p"):
-        raise CommandError(f"{where}: status must be \" \" or \"p\", not {status!r}"[:MAX_MESSAGE])
-    return Transaction(tid.to_bytes(8, "big", signed=True), status.encode("latin-1"),
+    return Transaction(tid.to_bytes(8, "big", signed=True), status_byte(status, where),
                        (user or "").encode("utf-8"), (description or "").encode("utf-8"),
                        extension_from_pgjsonb(bytes(extension or b""), where), 0.0)
 

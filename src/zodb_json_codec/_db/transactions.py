@@ -91,9 +91,22 @@ def extension_from_pgjsonb(stored: bytes, where: str) -> bytes:
                                [:MAX_MESSAGE]) from None
     if not isinstance(value, dict):
         raise CommandError(f"{where}: its extension is not a dict but {type(value).__name__}")
+    return extension_pickle(value, where)
+
+
+def extension_pickle(value: dict, where: str) -> bytes:
+    """The pickle of an extension read as a dict (b"" for an empty one), by the codec's encoder, whose
+    globals policy refuses what would run code when ZODB reads it."""
     if not value:
         return b""
     try:
         return codec.dict_to_pickle(value)
     except ValueError as exc:
         raise CommandError(f"{where}: cannot encode its extension: {exc}"[:MAX_MESSAGE]) from None
+
+
+def status_byte(status: Any, where: str) -> bytes:
+    """A transaction's status as read: " ", or "p" for one a pack went through."""
+    if status not in (" ", "p"):
+        raise CommandError(f"{where}: the status must be \" \" or \"p\", not {status!r}"[:MAX_MESSAGE])
+    return status.encode("latin-1")
