@@ -34,6 +34,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(1, os.path.join(HERE, "..", "tests"))  # the test suite's throwaway PostgreSQL and databases
+
+from helpers import fresh_database  # noqa: E402
 
 FS_CONF = """\
 <filestorage>
@@ -113,16 +116,6 @@ def cli(*args: str) -> float:
     return time.perf_counter() - started
 
 
-def fresh_database(dsn: str, name: str) -> str:
-    import psycopg
-    from psycopg.conninfo import make_conninfo
-
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return make_conninfo(dsn, dbname=name)
-
-
 def compare(name: str, want: dict, got: dict) -> list:
     problems = []
     for key in ("catalog", "texts", "blobs"):
@@ -149,7 +142,6 @@ def main() -> int:
     if not args.site:
         parser.error("give SITE_DIR")
     if args.dsn is None:  # a throwaway server of the test suite's, for this run
-        sys.path.insert(0, os.path.join(HERE, "..", "tests"))
         from pgserver import PgServer
 
         server = PgServer.start()
